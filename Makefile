@@ -1,0 +1,27 @@
+# Shortcuts for developers; the README's commands work without make.
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: install test lint fix serve
+
+$(BIN)/cari: pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/pip install -e '.[test]'
+	touch $@
+
+install: $(BIN)/cari
+
+test: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" scripts/test
+
+lint: install
+	$(BIN)/ruff check service tests alembic
+	$(BIN)/ruff format --check service tests alembic
+	$(BIN)/mypy
+
+fix: install
+	$(BIN)/ruff check --fix service tests alembic
+	$(BIN)/ruff format service tests alembic
+
+serve: install
+	$(BIN)/cari serve

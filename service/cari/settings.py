@@ -1,0 +1,133 @@
+"""The one typed settings object, read from `CARI_*` environment variables and `.env`."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated, Literal
+
+import platformdirs
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from cari.errors import ConfigError
+
+# Dimensions of the bundled local embedder (multilingual-e5-small).
+LOCAL_EMBEDDING_DIMENSION = 384
+
+
+class Settings(BaseSettings):
+    """Every knob of Cari; the README lists each with its default."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CARI_", env_file=".env", extra="ignore", frozen=True
+    )
+
+    database_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("CARI_DATABASE_URL", "DATABASE_URL"),
+        description="PostgreSQL server to use; unset starts the embedded server.",
+    )
+    data_dir: Path = Field(
+        default_factory=lambda: Path(platformdirs.user_data_dir("cari")),
+        description="Folder for the embedded server's data.",
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    api_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Comma-separated bearer keys; empty means no auth."
+    )
+    allow_unauthenticated: bool = Field(
+        default=False, description="Allow binding beyond loopback without API keys."
+    )
+    pool_min_size: int = Field(default=1, ge=0)
+    pool_max_size: int = Field(default=10, ge=1)
+    pool_timeout_s: float = Field(
+        default=10.0, gt=0, description="How long a request waits for a database connection."
+    )
+    statement_timeout_ms: int = Field(default=30_000, ge=0)
+
+    embedder: Literal["local", "openai"] = "local"
+    embedding_dimensions: int | None = Field(
+        default=None, ge=1, le=16_000, description="Required for the openai embedder."
+    )
+
+    hnsw_m: int = Field(default=16, ge=2, le=100)
+    hnsw_ef_construction: int = Field(default=64, ge=4, le=1000)
+    hnsw_ef_search: int = Field(default=40, ge=1, le=1000)
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str | None) -> str | None:
+        if value is None or value.strip() == "":
+            return None
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            params = conninfo_to_dict(value)
+        except Exception as exc:  # psycopg raises ProgrammingError with libpq's reason
+            reason = str(exc).strip()
+            raise ValueError(f"not a PostgreSQL connection string ({reason})") from None
+        # libpq checks ports only when connecting; catch the typo here.
+        ports = str(params.get("port", "")).split(",")
+        if any(port and not port.isdigit() for port in ports):
+            raise ValueError(f"not a PostgreSQL connection string (bad port {params['port']!r})")
+        return value
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [key.strip() for key in value.split(",") if key.strip()]
+        return value
+
+    @field_validator("data_dir")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    @property
+    def embedding_dimension(self) -> int:
+        """Width of the `embedding` column, fixed by the configured embedder."""
+        if self.embedder == "local":
+            return LOCAL_EMBEDDING_DIMENSION
+        if self.embedding_dimensions is None:
+            raise ConfigError("CARI_EMBEDDING_DIMENSIONS is required when CARI_EMBEDDER=openai")
+        return self.embedding_dimensions
+
+    def check_bind(self, host: str) -> None:
+        """Refuse to expose an open API beyond this machine unless told to."""
+        if self.api_keys or self.allow_unauthenticated or is_loopback(host):
+            return
+        raise ConfigError(
+            f"refusing to listen on {host} without API keys: set CARI_API_KEYS, "
+            "or CARI_ALLOW_UNAUTHENTICATED=true to serve an open API on purpose"
+        )
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the settings, turning validation failures into one readable ConfigError."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{_env_name(err['loc'])}: {err['msg'].removeprefix('Value error, ')}"
+            for err in exc.errors(include_url=False)
+        )
+        raise ConfigError(f"invalid settings: {problems}") from None
+
+
+def _env_name(loc: tuple[int | str, ...]) -> str:
+    field = str(loc[0]).upper() if loc else "?"
+    if field in ("CARI_DATABASE_URL", "DATABASE_URL"):
+        return "DATABASE_URL"
+    return field if field.startswith("CARI_") else f"CARI_{field}"

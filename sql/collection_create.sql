@@ -1,0 +1,9 @@
+-- Create a collection; fails with unique_violation if the name is taken and
+-- undefined_object if the text-search configuration does not exist.
+INSERT INTO collections
+    (name, language, search_mode, vector_weight, keyword_weight, rrf_k, threshold, top_k)
+VALUES
+    (%(name)s, %(language)s::regconfig, %(search_mode)s, %(vector_weight)s,
+     %(keyword_weight)s, %(rrf_k)s, %(threshold)s, %(top_k)s)
+RETURNING name, language::text AS language, search_mode, vector_weight, keyword_weight,
+          rrf_k, threshold, top_k, created_at, updated_at;

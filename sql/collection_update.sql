@@ -1,0 +1,32 @@
+-- Change the given settings of a collection (NULL parameters keep the current value).
+-- A new language re-indexes the text that used the old one: the tsvector columns are
+-- generated from `language`, so updating it recomputes them in this same statement.
+WITH old AS (
+    SELECT id, language FROM collections WHERE name = %(name)s FOR UPDATE
+), updated AS (
+    UPDATE collections AS c
+    SET language       = coalesce(%(language)s::regconfig, c.language),
+        search_mode    = coalesce(%(search_mode)s, c.search_mode),
+        vector_weight  = coalesce(%(vector_weight)s, c.vector_weight),
+        keyword_weight = coalesce(%(keyword_weight)s, c.keyword_weight),
+        rrf_k          = coalesce(%(rrf_k)s, c.rrf_k),
+        threshold      = coalesce(%(threshold)s, c.threshold),
+        top_k          = coalesce(%(top_k)s, c.top_k),
+        updated_at     = now()
+    FROM old
+    WHERE c.id = old.id
+    RETURNING c.*, old.language AS old_language
+), relanguage_chunks AS (
+    UPDATE chunks AS ch
+    SET language = u.language
+    FROM updated AS u
+    WHERE ch.collection_id = u.id AND ch.language = u.old_language AND u.language <> u.old_language
+), relanguage_catalog AS (
+    UPDATE catalog_items AS ci
+    SET language = u.language
+    FROM updated AS u
+    WHERE ci.collection_id = u.id AND ci.language = u.old_language AND u.language <> u.old_language
+)
+SELECT name, language::text AS language, search_mode, vector_weight, keyword_weight,
+       rrf_k, threshold, top_k, created_at, updated_at
+FROM updated;

@@ -1,0 +1,2 @@
+-- The schema revision the database is at.
+SELECT version_num FROM alembic_version;

@@ -1,0 +1,138 @@
+"""A real PostgreSQL for every test, from one place.
+
+The server is `CARI_TEST_DATABASE_URL` if set, else a `pgvector/pgvector` container when a Docker
+engine answers, else the embedded server. Each test gets its own database, cloned from a template
+that was migrated once per session, so tests stay independent and fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from cari import embedded, migrations
+from cari.settings import Settings
+
+TEMPLATE = f"cari_template_{os.getpid()}"
+_numbers = itertools.count()
+
+
+def _docker_answers() -> bool:
+    # Without an engine the Docker SDK leaks a socket while failing; look before asking.
+    if not os.environ.get("DOCKER_HOST") and not Path("/var/run/docker.sock").exists():
+        return False
+    import docker
+
+    try:
+        client = docker.from_env(timeout=3)
+    except docker.errors.DockerException:
+        return False
+    with contextlib.closing(client):
+        try:
+            return bool(client.ping())
+        except docker.errors.DockerException:
+            return False
+
+
+@pytest.fixture(scope="session")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """DSN of a PostgreSQL server with pgvector, for the whole session."""
+    if url := os.environ.get("CARI_TEST_DATABASE_URL"):
+        yield url
+    elif _docker_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("pgvector/pgvector:pg18", driver=None) as container:
+            yield container.get_connection_url()
+    else:
+        # Stopped at interpreter exit by the embedded server's own handle.
+        yield embedded.start(tmp_path_factory.mktemp("embedded"))
+
+
+def database_dsn(server_url: str, name: str) -> str:
+    return make_conninfo(server_url, dbname=name)
+
+
+def settings_for(dsn: str, **overrides: object) -> Settings:
+    """Settings for a test: pointed at `dsn`, nothing read from the developer's `.env`."""
+    return Settings(_env_file=None, database_url=dsn, **overrides)  # type: ignore[call-arg]
+
+
+def _admin(server_url: str) -> psycopg.Connection[tuple[object, ...]]:
+    return psycopg.connect(server_url, autocommit=True)
+
+
+@pytest.fixture(scope="session")
+def template(server_url: str) -> Iterator[str]:
+    with _admin(server_url) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(TEMPLATE)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE)))
+    dsn = database_dsn(server_url, TEMPLATE)
+    migrations.upgrade(dsn, settings_for(dsn))
+    yield TEMPLATE
+    with _admin(server_url) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(TEMPLATE))
+        )
+
+
+def _fresh_database(server_url: str, template: str | None) -> Iterator[str]:
+    name = f"cari_test_{os.getpid()}_{next(_numbers)}"
+    create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template is not None:
+        create += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
+    with _admin(server_url) as conn:
+        conn.execute(create)
+    yield database_dsn(server_url, name)
+    with _admin(server_url) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def dsn(server_url: str, template: str) -> Iterator[str]:
+    """A fresh, migrated database of this test's own."""
+    yield from _fresh_database(server_url, template)
+
+
+@pytest.fixture
+def empty_dsn(server_url: str) -> Iterator[str]:
+    """A fresh database that was never migrated."""
+    yield from _fresh_database(server_url, None)
+
+
+@pytest.fixture
+def conn(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    from pgvector.psycopg import register_vector
+
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        register_vector(connection)
+        yield connection
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """Environment for a `cari` subprocess: no inherited Cari or database settings."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("CARI_") and key != "DATABASE_URL"
+    }
+    monkeypatch.chdir(tmp_path)  # so no developer `.env` is picked up
+    return env
+
+
+def pytest_report_header() -> str:
+    source = (
+        "CARI_TEST_DATABASE_URL"
+        if os.environ.get("CARI_TEST_DATABASE_URL")
+        else "testcontainers or embedded"
+    )
+    return f"cari: PostgreSQL from {source}"

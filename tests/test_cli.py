@@ -1,0 +1,175 @@
+"""The `cari` command as a user runs it: real subprocesses, real HTTP, real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from cari import embedded
+
+CARI = [sys.executable, "-m", "cari.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def http(method: str, url: str, body: object = None) -> tuple[int, dict[str, object]]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("content-type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CARI, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+@contextmanager
+def serving(env: dict[str, str]) -> Iterator[str]:
+    """`cari serve` in a subprocess; yields its base URL once /readyz answers 200."""
+    port = free_port()
+    process = subprocess.Popen(
+        [*CARI, "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"cari serve exited early:\n{process.stdout.read()}")  # type: ignore[union-attr]
+            try:
+                if http("GET", f"{base}/readyz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("cari serve did not become ready within 60 s")
+            time.sleep(0.2)
+        yield base
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, output
+
+
+def test_serve_with_database_url(dsn: str, clean_env: dict[str, str]) -> None:
+    env = {**clean_env, "DATABASE_URL": dsn}
+    with serving(env) as base:
+        status, body = http("GET", f"{base}/readyz")
+        assert (status, body["status"]) == (200, "ready")
+        status, _ = http("POST", f"{base}/v1/collections", {"name": "docs"})
+        assert status == 201
+
+
+def test_serve_on_embedded_default(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    data_dir = tmp_path / "data"
+    env = {**clean_env, "CARI_DATA_DIR": str(data_dir)}
+    with serving(env) as base:
+        assert http("POST", f"{base}/v1/collections", {"name": "faq"})[0] == 201
+    # The server was the embedded server's last user: it stopped it.
+    assert embedded.running_dsn(data_dir) is None
+
+    # Data persists across runs.
+    with serving(env) as base:
+        status, body = http("GET", f"{base}/v1/collections/faq")
+        assert (status, body["name"]) == (200, "faq")
+    assert embedded.running_dsn(data_dir) is None
+
+
+def psql(dsn: str, statement: str) -> str:
+    result = subprocess.run(
+        [str(embedded.psql_path()), dsn, "-Atc", statement],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return result.stdout.strip()
+
+
+def test_db_url_keeps_server_until_stopped(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    env = {**clean_env, "CARI_DATA_DIR": str(tmp_path / "data")}
+    first = run(["db", "url"], env)
+    assert first.returncode == 0, first.stderr
+    dsn = first.stdout.strip()
+    assert embedded.running_dsn(tmp_path / "data") == dsn
+    # Later Cari processes that exit leave it running for the DBA.
+    assert run(["migrate"], env).returncode == 0
+    assert psql(dsn, "SELECT count(*) FROM collections") == "0"
+    stopped = run(["db", "stop"], env)
+    assert stopped.stdout.strip() == "stopped"
+    assert embedded.running_dsn(tmp_path / "data") is None
+    assert run(["db", "stop"], env).stderr.strip() == "not running"
+
+
+def test_migrate_down_and_up(dsn: str, clean_env: dict[str, str]) -> None:
+    env = {**clean_env, "DATABASE_URL": dsn}
+    down = run(["migrate", "--downgrade", "base"], env)
+    assert down.returncode == 0, down.stderr
+    up = run(["migrate"], env)
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.strip() == "upgraded to head"
+
+
+@pytest.mark.parametrize(
+    ("args", "env_extra", "message"),
+    [
+        (["serve"], {"DATABASE_URL": "postgresql://h:port/db"}, "DATABASE_URL"),
+        (
+            ["migrate"],
+            {"DATABASE_URL": "postgresql://cari@127.0.0.1:9/cari?connect_timeout=2"},
+            "cannot connect to PostgreSQL",
+        ),
+        (["serve", "--host", "0.0.0.0"], {}, "CARI_API_KEYS"),
+        (["serve"], {"CARI_PORT": "99999"}, "CARI_PORT"),
+    ],
+)
+def test_bad_input_is_one_line(
+    args: list[str], env_extra: dict[str, str], message: str, clean_env: dict[str, str]
+) -> None:
+    result = run(args, {**clean_env, **env_extra})
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert message in lines[0]
+
+
+def test_unwritable_data_dir_is_one_line(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    result = run(["migrate"], {**clean_env, "CARI_DATA_DIR": str(blocker / "data")})
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"Error: CARI_DATA_DIR {blocker / 'data'} is not a writable folder: Not a directory"
+    ]
+
+
+def test_unknown_revision_is_one_line(dsn: str, clean_env: dict[str, str]) -> None:
+    result = run(["migrate", "--revision", "nope"], {**clean_env, "DATABASE_URL": dsn})
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: revision: ")
+    assert "Traceback" not in result.stderr

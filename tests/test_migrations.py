@@ -1,0 +1,66 @@
+"""Migrations on real PostgreSQL: up, down and up again; index parameters from settings."""
+
+import asyncio
+
+import psycopg
+
+from cari import migrations
+from tests.conftest import settings_for
+
+TABLES = {"collections", "documents", "chunks", "catalog_items", "financing_rates"}
+
+
+def _tables(dsn: str) -> set[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+        ).fetchall()
+    return {str(row[0]) for row in rows}
+
+
+def _revision(dsn: str) -> str | None:
+    async def read() -> str | None:
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            return await migrations.current(conn)
+
+    return asyncio.run(read())
+
+
+def test_upgrade_downgrade_upgrade(empty_dsn: str) -> None:
+    settings = settings_for(empty_dsn)
+    assert _revision(empty_dsn) is None
+
+    migrations.upgrade(empty_dsn, settings)
+    assert _tables(empty_dsn) >= TABLES
+    assert _revision(empty_dsn) == migrations.head()
+
+    migrations.downgrade(empty_dsn, settings, "base")
+    assert not TABLES & _tables(empty_dsn)
+    assert _revision(empty_dsn) is None
+
+    migrations.upgrade(empty_dsn, settings)
+    assert _tables(empty_dsn) >= TABLES
+    with psycopg.connect(empty_dsn) as conn:
+        extensions = {str(r[0]) for r in conn.execute("SELECT extname FROM pg_extension")}
+    assert {"vector", "pg_trgm"} <= extensions
+
+
+def test_index_parameters_and_dimension_come_from_settings(empty_dsn: str) -> None:
+    settings = settings_for(
+        empty_dsn,
+        embedder="openai",
+        embedding_dimensions=768,
+        hnsw_m=24,
+        hnsw_ef_construction=100,
+    )
+    migrations.upgrade(empty_dsn, settings)
+    with psycopg.connect(empty_dsn) as conn:
+        options = conn.execute(
+            "SELECT reloptions FROM pg_class WHERE relname = 'chunks_embedding_idx'"
+        ).fetchone()
+        column = conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"
+        ).fetchone()
+    assert options is not None and set(options[0]) == {"m=24", "ef_construction=100"}
+    assert column == ("vector(768)",)
