@@ -27,6 +27,10 @@ class DatabaseUnavailable(CariError):
     """The database cannot be reached, or its schema is not at the expected revision."""
 
 
+class EmbedderUnavailable(CariError):
+    """The embedding service failed or refused the request; chunks wait for `cari reembed`."""
+
+
 class NotFound(CariError):
     """A named thing does not exist."""
 

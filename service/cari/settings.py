@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import platformdirs
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from cari.errors import ConfigError
@@ -48,8 +48,28 @@ class Settings(BaseSettings):
     statement_timeout_ms: int = Field(default=30_000, ge=0)
 
     embedder: Literal["local", "openai"] = "local"
+    embedding_model: str | None = Field(
+        default=None, description="Model name; the local embedder has one model."
+    )
     embedding_dimensions: int | None = Field(
         default=None, ge=1, le=16_000, description="Required for the openai embedder."
+    )
+    embedding_base_url: str | None = Field(
+        default=None, description="OpenAI-compatible API base URL (…/v1)."
+    )
+    embedding_api_key: str | None = None
+    embedding_batch_size: int = Field(default=32, ge=1, le=2048)
+    embedding_concurrency: int = Field(default=4, ge=1, le=64)
+    embedding_max_retries: int = Field(default=5, ge=0, le=20)
+    embedding_timeout_s: float = Field(default=60.0, gt=0)
+
+    chunk_max_tokens: int = Field(default=512, ge=16, le=8192)
+    chunk_min_tokens: int = Field(default=256, ge=1, le=8192)
+    chunk_overlap_tokens: int = Field(default=64, ge=0, le=4096)
+    max_document_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
+    max_batch_documents: int = Field(default=100, ge=1, le=10_000)
+    reembed_interval_s: float = Field(
+        default=30.0, ge=0, description="How often the server embeds pending chunks; 0 = never."
     )
 
     hnsw_m: int = Field(default=16, ge=2, le=100)
@@ -86,6 +106,14 @@ class Settings(BaseSettings):
     def _absolute(cls, value: Path) -> Path:
         return value.expanduser().resolve()
 
+    @model_validator(mode="after")
+    def _check_chunking(self) -> Settings:
+        if not self.chunk_min_tokens <= self.chunk_max_tokens:
+            raise ValueError("CARI_CHUNK_MIN_TOKENS must not exceed CARI_CHUNK_MAX_TOKENS")
+        if not self.chunk_overlap_tokens < self.chunk_min_tokens:
+            raise ValueError("CARI_CHUNK_OVERLAP_TOKENS must be below CARI_CHUNK_MIN_TOKENS")
+        return self
+
     @property
     def embedding_dimension(self) -> int:
         """Width of the `embedding` column, fixed by the configured embedder."""
@@ -120,14 +148,16 @@ def load_settings(**overrides: object) -> Settings:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         problems = "; ".join(
-            f"{_env_name(err['loc'])}: {err['msg'].removeprefix('Value error, ')}"
+            _describe(err["loc"], err["msg"].removeprefix("Value error, "))
             for err in exc.errors(include_url=False)
         )
         raise ConfigError(f"invalid settings: {problems}") from None
 
 
-def _env_name(loc: tuple[int | str, ...]) -> str:
-    field = str(loc[0]).upper() if loc else "?"
+def _describe(loc: tuple[int | str, ...], message: str) -> str:
+    if not loc:  # a check across fields names them in its message
+        return message
+    field = str(loc[0]).upper()
     if field in ("CARI_DATABASE_URL", "DATABASE_URL"):
-        return "DATABASE_URL"
-    return field if field.startswith("CARI_") else f"CARI_{field}"
+        return f"DATABASE_URL: {message}"
+    return f"{field if field.startswith('CARI_') else f'CARI_{field}'}: {message}"

@@ -1,0 +1,1 @@
+"""Documents in: parsing, chunking, storing, embedding."""
