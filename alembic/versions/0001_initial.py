@@ -88,6 +88,8 @@ def upgrade() -> None:
         """
     )
     op.execute("CREATE INDEX chunks_collection_idx ON chunks (collection_id)")
+    # Chunks stored while the embedder was down, found quickly by `cari reembed`.
+    op.execute("CREATE INDEX chunks_unembedded_idx ON chunks (id) WHERE embedding IS NULL")
     op.execute("CREATE INDEX chunks_tsv_idx ON chunks USING gin (tsv)")
     op.execute(
         f"""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import sys
 from collections.abc import Callable
@@ -12,6 +13,7 @@ import click
 
 from cari import db, embedded, migrations
 from cari.errors import CariError
+from cari.ingest import files
 from cari.settings import Settings, load_settings
 
 P = ParamSpec("P")
@@ -41,6 +43,14 @@ def _ready_database(settings: Settings) -> str:
     return dsn
 
 
+def _migrated_database(settings: Settings) -> str:
+    """A reachable database at the latest schema, checked against the embedder's width."""
+    dsn = _ready_database(settings)
+    migrations.upgrade(dsn, settings)
+    db.check_embedding_dimension(dsn, settings)
+    return dsn
+
+
 @click.group(help="Cari: hybrid search and RAG where all retrieval lives in PostgreSQL.")
 @click.version_option(package_name="cari")
 def main() -> None:
@@ -64,8 +74,7 @@ def serve(host: str | None, port: int | None, allow_unauthenticated: bool | None
 
     settings = _settings(host=host, port=port, allow_unauthenticated=allow_unauthenticated)
     settings.check_bind(settings.host)
-    dsn = _ready_database(settings)
-    migrations.upgrade(dsn, settings)
+    dsn = _migrated_database(settings)
     where = "external server" if settings.database_url else f"embedded, data in {settings.data_dir}"
     access = "API keys required" if settings.api_keys else "no API keys (open API)"
     click.echo(f"cari: database {where}; {access}", err=True)
@@ -88,6 +97,78 @@ def migrate(revision: str, down_to: str | None) -> None:
     else:
         migrations.upgrade(dsn, settings, revision)
         click.echo(f"upgraded to {revision}")
+
+
+@main.command(help="Ingest files, folders, globs, or JSON Lines from stdin ('-').")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("-c", "--collection", required=True, help="Collection to ingest into.")
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Create the collection if it does not exist (with --language).",
+)
+@click.option("--language", default="simple", show_default=True, help="Language for --create.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 10_000),
+    default=32,
+    show_default=True,
+    help="Documents per transaction.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 32),
+    default=2,
+    show_default=True,
+    help="Batches in flight at once.",
+)
+@user_errors
+def ingest(
+    paths: tuple[str, ...],
+    collection: str,
+    create: bool,
+    language: str,
+    batch_size: int,
+    workers: int,
+) -> None:
+    from cari.cli_ingest import run_ingest
+
+    settings = _settings()
+    sources = files.expand(paths)
+    dsn = _migrated_database(settings)
+    tally = asyncio.run(
+        run_ingest(
+            settings,
+            dsn,
+            collection,
+            sources,
+            create_language=language if create else None,
+            batch_size=batch_size,
+            workers=workers,
+        )
+    )
+    if tally.failures:
+        raise SystemExit(1)
+
+
+@main.command(help="Embed chunks stored without vectors (e.g. while the embedder was down).")
+@click.option("-c", "--collection", help="Only this collection.")
+@click.option(
+    "--all",
+    "everything",
+    is_flag=True,
+    help="Re-embed every chunk of --collection (after changing the model).",
+)
+@user_errors
+def reembed(collection: str | None, everything: bool) -> None:
+    from cari.cli_ingest import run_reembed
+
+    if everything and collection is None:
+        raise click.UsageError("--all needs --collection")
+    settings = _settings()
+    dsn = _migrated_database(settings)
+    count = asyncio.run(run_reembed(settings, dsn, collection, everything))
+    click.echo(f"embedded {count} chunks")
 
 
 @main.group(name="db", help="Look inside the database.")

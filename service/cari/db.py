@@ -9,7 +9,8 @@ from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool
 
 from cari import embedded
-from cari.errors import DatabaseUnavailable
+from cari.errors import ConfigError, DatabaseUnavailable
+from cari.queries import query
 from cari.settings import Settings
 
 
@@ -51,3 +52,18 @@ def make_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
         },
         name="cari",
     )
+
+
+def check_embedding_dimension(dsn: str, settings: Settings) -> None:
+    """Stop early when the configured embedder does not fit the database's vectors."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(query("embedding_dimension")).fetchone()
+    stored = int(row[0]) if row else None
+    wanted = settings.embedding_dimension
+    if stored != wanted:
+        raise ConfigError(
+            f"the database stores {stored}-dimensional embeddings but the configured embedder "
+            f"({settings.embedder}) makes {wanted}: migrate a new database with this embedder "
+            "(or `cari migrate --downgrade base && cari migrate`, which deletes all data), "
+            "then ingest again, or switch back to the embedder the data was made with"
+        )

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import psycopg
 from anyio import to_thread
 from litestar import Litestar, MediaType, Request, Response, Router
@@ -20,8 +21,11 @@ import cari
 from cari import db, migrations
 from cari.api.auth import require_api_key
 from cari.api.collections import CollectionsController
+from cari.api.documents import DocumentsController
 from cari.api.health import healthz, readyz
+from cari.embed import make_embedder
 from cari.errors import CariError, Conflict, DatabaseUnavailable, InvalidInput, NotFound
+from cari.ingest.pipeline import Ingestor, backfill_embeddings
 from cari.settings import Settings
 
 STATUS = {NotFound: 404, Conflict: 409, InvalidInput: 422, DatabaseUnavailable: 503}
@@ -55,15 +59,22 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
         pool = db.make_pool(location, settings)
         # Do not wait: /readyz reports an unreachable database instead of the app failing.
         await pool.open(wait=False)
+        embedder = make_embedder(settings)
         app.state.pool = pool
+        app.state.ingestor = Ingestor(pool, embedder, settings)
         try:
-            yield
+            async with anyio.create_task_group() as tasks:
+                if settings.reembed_interval_s > 0:
+                    tasks.start_soon(backfill_embeddings, pool, embedder, settings)
+                yield
+                tasks.cancel_scope.cancel()
         finally:
+            await embedder.aclose()
             await pool.close()
 
     v1 = Router(
         path="/v1",
-        route_handlers=[CollectionsController],
+        route_handlers=[CollectionsController, DocumentsController],
         guards=[require_api_key],
         dependencies={"conn": Provide(provide_conn)},
         security=[{"bearer": []}] if settings.api_keys else None,

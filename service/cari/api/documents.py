@@ -1,0 +1,193 @@
+"""Documents under /v1/collections/{collection}/documents: add, upsert, read, delete, clear."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+import psycopg
+from litestar import Controller, delete, get, post, put
+from litestar.datastructures import State
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
+
+from cari.errors import CariError, InvalidInput
+from cari.ingest import formats, store
+from cari.ingest.pipeline import BatchResult, Ingestor
+from cari.ingest.store import NewDocument
+from cari.settings import Settings
+
+Conn = NamedDependency[psycopg.AsyncConnection[Any]]
+
+
+class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One document. `text` (or its alias `content`) is parsed according to `format`."""
+
+    id: Annotated[str, msgspec.Meta(min_length=1, max_length=512)] | None = None
+    title: str = ""
+    text: str | None = None
+    content: str | None = None
+    format: Literal["text", "markdown", "html"] = "text"
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    source: str | None = None
+
+
+class Rejection(msgspec.Struct):
+    index: int
+    id: str | None
+    reason: str
+
+
+class DocumentResult(msgspec.Struct):
+    id: str
+    status: Literal["created", "updated", "unchanged"]
+    chunks: int
+    embedded: bool
+
+
+class IngestResponse(msgspec.Struct):
+    results: list[DocumentResult]
+    rejected: list[Rejection]
+    warnings: list[str]
+
+
+def to_document(raw: object, settings: Settings, *, path_id: str | None = None) -> NewDocument:
+    """Validate one request document; errors name the field."""
+    try:
+        spec = msgspec.convert(raw, DocumentIn)
+    except msgspec.ValidationError as exc:
+        field, _, message = _split_validation(str(exc))
+        raise InvalidInput(field, message) from None
+    if path_id is not None and spec.id not in (None, path_id):
+        raise InvalidInput("id", f"'{spec.id}' differs from the id in the path '{path_id}'")
+    external_id = path_id or spec.id
+    if external_id is None:
+        raise InvalidInput("id", "is required")
+    if spec.text is not None and spec.content is not None:
+        raise InvalidInput("text", "give either text or content, not both")
+    text = spec.text if spec.text is not None else spec.content
+    if text is None or not text.strip():
+        raise InvalidInput("text", "is empty")
+    data = text.encode()
+    if len(data) > settings.max_document_bytes:
+        raise InvalidInput(
+            "text", f"is {len(data)} bytes, over the {settings.max_document_bytes}-byte limit"
+        )
+    parsed = [p for p in formats.parse(data, spec.format, name=external_id)]
+    assert len(parsed) == 1 and isinstance(parsed[0], formats.ParsedDocument)
+    document = NewDocument(
+        external_id=external_id,
+        title=spec.title or parsed[0].title,
+        sections=parsed[0].sections,
+        metadata=spec.metadata,
+        source=spec.source,
+    )
+    store.check_storable(document)
+    return document
+
+
+def _split_validation(message: str) -> tuple[str, str, str]:
+    """msgspec says "Expected `str` of length <= 512 - at `$.id`": name the field first."""
+    text, sep, where = message.rpartition(" - at `$.")
+    if not sep:
+        return "document", "", message
+    return where.rstrip("`").split(".")[0].split("[")[0], "", text
+
+
+def _response(result: BatchResult, rejected: list[Rejection]) -> IngestResponse:
+    return IngestResponse(
+        results=[DocumentResult(o.id, o.status, o.chunks, o.embedded) for o in result.outcomes],
+        rejected=rejected,
+        warnings=result.warnings,
+    )
+
+
+class DocumentsController(Controller):
+    path = "/collections/{collection:str}/documents"
+    tags = ["documents"]  # noqa: RUF012 (Litestar reads this class attribute)
+
+    @post(
+        "/",
+        summary="Add documents",
+        description=(
+            'Body: one document, or {"documents": [...]} for a batch. Each document has '
+            "`id`, `text` (or `content`), optional `title`, `format` (text, markdown, html), "
+            "`metadata` (an object) and `source`. Valid documents are stored even when others "
+            "in the batch are rejected; `rejected` lists those with the reason. Unchanged "
+            "content is not re-processed."
+        ),
+        status_code=200,
+    )
+    async def add(
+        self, state: State, collection: FromPath[str], data: JSONBody[dict[str, Any]]
+    ) -> IngestResponse:
+        settings: Settings = state.settings
+        batch = "documents" in data and isinstance(data["documents"], list)
+        raw_documents: list[object] = data["documents"] if batch else [data]
+        if not raw_documents:
+            raise InvalidInput("documents", "is empty")
+        if len(raw_documents) > settings.max_batch_documents:
+            raise InvalidInput(
+                "documents",
+                f"{len(raw_documents)} documents, over the limit of "
+                f"{settings.max_batch_documents} per request",
+            )
+        documents: list[NewDocument] = []
+        rejected: list[Rejection] = []
+        seen: set[str] = set()
+        for index, raw in enumerate(raw_documents):
+            raw_id = raw.get("id") if isinstance(raw, dict) else None
+            try:
+                document = to_document(raw, settings)
+                if document.external_id in seen:
+                    raise InvalidInput("id", "appears twice in this batch")
+            except CariError as exc:
+                if not batch:
+                    raise
+                rejected.append(Rejection(index, str(raw_id) if raw_id else None, exc.message))
+                continue
+            seen.add(document.external_id)
+            documents.append(document)
+        if not documents:
+            raise InvalidInput(
+                "documents",
+                "every document was rejected: "
+                + "; ".join(f"[{r.index}] {r.reason}" for r in rejected),
+            )
+        ingestor: Ingestor = state.ingestor
+        result = await ingestor.ingest(collection, documents)
+        return _response(result, rejected)
+
+    @put("/{document_id:str}", summary="Create or replace a document by id")
+    async def upsert(
+        self,
+        state: State,
+        collection: FromPath[str],
+        document_id: FromPath[str],
+        data: JSONBody[dict[str, Any]],
+    ) -> IngestResponse:
+        document = to_document(data, state.settings, path_id=document_id)
+        ingestor: Ingestor = state.ingestor
+        return _response(await ingestor.ingest(collection, [document]), [])
+
+    @get("/{document_id:str}", summary="A document with its chunks")
+    async def read(
+        self, conn: Conn, collection: FromPath[str], document_id: FromPath[str]
+    ) -> dict[str, Any]:
+        ref = await store.collection_ref(conn, collection)
+        document = await store.get_document(conn, ref, document_id)
+        document.pop("id")
+        document["id"] = document.pop("external_id")
+        return document
+
+    @delete("/{document_id:str}", summary="Delete a document and its chunks")
+    async def remove(
+        self, conn: Conn, collection: FromPath[str], document_id: FromPath[str]
+    ) -> None:
+        ref = await store.collection_ref(conn, collection)
+        await store.delete_document(conn, ref, document_id)
+
+    @delete("/", summary="Delete every document of the collection", status_code=200)
+    async def clear(self, conn: Conn, collection: FromPath[str]) -> dict[str, int]:
+        ref = await store.collection_ref(conn, collection)
+        return {"deleted": await store.clear_documents(conn, ref)}

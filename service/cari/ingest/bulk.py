@@ -1,0 +1,117 @@
+"""Bulk ingestion: sources read in batches, several batches in flight, progress reported."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+
+import anyio
+import anyio.abc
+import psycopg
+
+from cari.errors import CariError
+from cari.ingest import files
+from cari.ingest.files import Failure, Source
+from cari.ingest.pipeline import Ingestor
+from cari.ingest.store import NewDocument
+
+
+@dataclass(slots=True)
+class Tally:
+    documents: int = 0
+    chunks: int = 0
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    not_embedded: int = 0
+    bytes_read: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+async def ingest_sources(
+    ingestor: Ingestor,
+    collection: str,
+    sources: Sequence[Source],
+    *,
+    batch_size: int,
+    workers: int,
+    on_progress: Callable[[Tally], None] = lambda _: None,
+) -> Tally:
+    """Ingest every source; failures are collected, never raised, so the rest continue."""
+    tally = Tally()
+    documents = _documents(sources, ingestor.settings.max_document_bytes, tally, on_progress)
+    send, receive = anyio.create_memory_object_stream[list[NewDocument]](workers)
+
+    async def produce() -> None:
+        async with send:
+            while batch := await anyio.to_thread.run_sync(_next_batch, documents, batch_size):
+                await send.send(batch)
+
+    async def work(batches: anyio.abc.ObjectReceiveStream[list[NewDocument]]) -> None:
+        async for batch in batches:
+            await _ingest_batch(ingestor, collection, batch, tally)
+            on_progress(tally)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(produce)
+        for _ in range(workers):
+            tasks.start_soon(work, receive.clone())
+        receive.close()
+    return tally
+
+
+def _documents(
+    sources: Sequence[Source], max_bytes: int, tally: Tally, on_progress: Callable[[Tally], None]
+) -> Iterator[NewDocument]:
+    done = 0
+    for source in sources:
+        for item in files.read(source, max_bytes):
+            if isinstance(item, Failure):
+                tally.failures.append(item)
+                on_progress(tally)
+            else:
+                tally.bytes_read += sum(len(s.text) for s in item.sections)
+                yield item
+        done += source.size or 0
+        tally.bytes_read = max(tally.bytes_read, done)
+
+
+def _next_batch(documents: Iterator[NewDocument], size: int) -> list[NewDocument]:
+    return list(islice(documents, size))
+
+
+async def _ingest_batch(
+    ingestor: Ingestor, collection: str, batch: list[NewDocument], tally: Tally
+) -> None:
+    unique: dict[str, NewDocument] = {}
+    for document in batch:
+        if document.external_id in unique:
+            tally.failures.append(
+                Failure(
+                    document.source or document.external_id,
+                    f"id '{document.external_id}' "
+                    "appears twice in one batch; the first one was kept",
+                )
+            )
+        else:
+            unique[document.external_id] = document
+    try:
+        result = await ingestor.ingest(collection, list(unique.values()))
+    except (CariError, psycopg.Error) as exc:
+        reason = exc.message if isinstance(exc, CariError) else str(exc).strip()
+        tally.failures.extend(Failure(d.source or d.external_id, reason) for d in unique.values())
+        return
+    for outcome in result.outcomes:
+        tally.documents += 1
+        tally.chunks += outcome.chunks
+        if outcome.status == "created":
+            tally.created += 1
+        elif outcome.status == "updated":
+            tally.updated += 1
+        else:
+            tally.unchanged += 1
+        if not outcome.embedded:
+            tally.not_embedded += outcome.chunks
+    tally.warnings.extend(w for w in result.warnings if w not in tally.warnings)

@@ -1,0 +1,107 @@
+"""Files, folders, globs and stdin turned into documents for bulk ingestion."""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cari.errors import CariError, InvalidInput
+from cari.ingest import formats, store
+from cari.ingest.store import NewDocument
+
+EXTENSIONS = {".txt", ".text", ".md", ".markdown", ".html", ".htm", ".jsonl", ".ndjson", ".pdf"}
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One input: a file (with the id its document gets) or standard input (JSON Lines)."""
+
+    path: Path | None
+    document_id: str
+
+    @property
+    def name(self) -> str:
+        return "-" if self.path is None else str(self.path)
+
+    @property
+    def size(self) -> int | None:
+        return None if self.path is None else self.path.stat().st_size
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    where: str
+    reason: str
+
+
+def expand(arguments: Sequence[str]) -> list[Source]:
+    """Files as given, folders recursively (known extensions), globs; '-' is stdin."""
+    sources: list[Source] = []
+    for argument in arguments:
+        if argument == "-":
+            sources.append(Source(None, "-"))
+            continue
+        path = Path(argument)
+        if path.is_dir():
+            for file in sorted(p for p in path.rglob("*") if p.is_file()):
+                if file.suffix.lower() in EXTENSIONS:
+                    sources.append(Source(file, file.relative_to(path).as_posix()))
+        elif path.exists():
+            sources.append(Source(path, os.path.normpath(argument)))
+        else:
+            matches = sorted(glob.glob(argument, recursive=True))
+            files = [Path(m) for m in matches if Path(m).is_file()]
+            if not files:
+                raise InvalidInput("PATH", f"'{argument}' matches no file")
+            sources.extend(Source(f, os.path.normpath(f)) for f in files)
+    return sources
+
+
+def read(source: Source, max_bytes: int) -> Iterator[NewDocument | Failure]:
+    """The documents of one source; a bad file or record becomes a Failure, not an exception."""
+    try:
+        if source.path is None:
+            data, fmt = sys.stdin.buffer.read(), "jsonl"
+        else:
+            fmt = formats.detect_format(source.path.name)
+            if fmt != "jsonl" and source.path.stat().st_size > max_bytes:
+                raise InvalidInput("content", f"file is over the {max_bytes}-byte limit")
+            data = source.path.read_bytes()
+        for item in formats.parse(data, fmt, name=source.name):
+            if isinstance(item, formats.Rejected):
+                yield Failure(f"{source.name} {item.where}", item.reason)
+            elif fmt == "jsonl" and _text_size(item) > max_bytes:
+                yield Failure(
+                    f"{source.name} id {item.id}", f"text: over the {max_bytes}-byte limit"
+                )
+            else:
+                document = _document(item, source)
+                try:
+                    store.check_storable(document)
+                except InvalidInput as exc:
+                    yield Failure(f"{source.name} id {item.id}", exc.message)
+                    continue
+                yield document
+    except CariError as exc:
+        yield Failure(source.name, exc.message)
+    except OSError as exc:
+        yield Failure(source.name, exc.strerror or str(exc))
+
+
+def _text_size(document: formats.ParsedDocument) -> int:
+    return sum(len(s.text.encode()) for s in document.sections)
+
+
+def _document(parsed: formats.ParsedDocument, source: Source) -> NewDocument:
+    fallback_title = "" if source.path is None else source.path.stem
+    return NewDocument(
+        external_id=parsed.id or source.document_id,
+        title=parsed.title or fallback_title,
+        sections=parsed.sections,
+        metadata=parsed.metadata,
+        source=parsed.source or (None if source.path is None else source.name),
+    )

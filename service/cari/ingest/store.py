@@ -1,0 +1,172 @@
+"""Documents and chunks in PostgreSQL: hash lookups, transactional replace, binary COPY."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from cari.errors import InvalidInput, NotFound
+from cari.ingest.chunking import Chunk
+from cari.ingest.formats import Section
+from cari.queries import query
+
+Conn = psycopg.AsyncConnection[Any]
+Status = Literal["created", "updated", "unchanged"]
+
+CHUNK_COLUMN_TYPES = ["int8", "int8", "int4", "text", "text", "jsonb", "oid", "int4", "vector"]
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionRef:
+    id: int
+    name: str
+    language: int  # regconfig oid, as binary COPY sends it
+
+
+@dataclass(frozen=True, slots=True)
+class NewDocument:
+    external_id: str
+    title: str
+    sections: list[Section]
+    metadata: dict[str, Any]
+    source: str | None
+
+    @property
+    def content_hash(self) -> str:
+        """Hash of everything stored for the document: equal hash, nothing to redo."""
+        canonical = json.dumps(
+            [
+                self.title,
+                [[s.text, s.metadata] for s in self.sections],
+                self.metadata,
+                self.source,
+            ],
+            sort_keys=True,
+            ensure_ascii=False,
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def check_storable(document: NewDocument) -> None:
+    """PostgreSQL text and jsonb cannot hold NUL characters: refuse them by field."""
+    fields = {
+        "id": document.external_id,
+        "title": document.title,
+        "source": document.source or "",
+        "metadata": json.dumps(document.metadata),
+    }
+    for name, value in fields.items():
+        if "\x00" in value or "\\u0000" in value:
+            raise InvalidInput(name, "contains a NUL character")
+
+
+def embedding_text(title: str, content: str) -> str:
+    """What gets embedded for a chunk: its document's title gives the passage context."""
+    return f"{title}\n{content}" if title else content
+
+
+async def collection_ref(conn: Conn, name: str) -> CollectionRef:
+    cur = await conn.execute(query("collection_ref"), {"name": name})
+    row = await cur.fetchone()
+    if row is None:
+        raise NotFound(f"collection '{name}' does not exist")
+    return CollectionRef(id=int(row[0]), name=name, language=int(row[1]))
+
+
+async def stored_hashes(
+    conn: Conn, collection: CollectionRef, external_ids: Sequence[str]
+) -> dict[str, str]:
+    cur = await conn.execute(
+        query("document_hashes"),
+        {"collection_id": collection.id, "external_ids": list(external_ids)},
+    )
+    return {str(row[0]): str(row[1]) for row in await cur.fetchall()}
+
+
+async def write_document(
+    conn: Conn,
+    collection: CollectionRef,
+    document: NewDocument,
+    chunks: Sequence[Chunk],
+    vectors: Sequence[np.ndarray] | None,
+) -> Status:
+    """Store the document and all its chunks in one transaction (a savepoint when nested)."""
+    async with conn.transaction():
+        cur = await conn.execute(
+            query("document_upsert"),
+            {
+                "collection_id": collection.id,
+                "external_id": document.external_id,
+                "title": document.title,
+                "source": document.source,
+                "metadata": Jsonb(document.metadata),
+                "content_hash": document.content_hash,
+            },
+        )
+        row = await cur.fetchone()
+        if row is None:
+            return "unchanged"
+        document_id, created = int(row[0]), bool(row[1])
+        if not created:
+            await conn.execute(query("document_chunks_delete"), {"document_id": document_id})
+        async with conn.cursor().copy(query("chunks_copy")) as copy:
+            copy.set_types(CHUNK_COLUMN_TYPES)
+            for i, chunk in enumerate(chunks):
+                await copy.write_row(
+                    (
+                        collection.id,
+                        document_id,
+                        chunk.ordinal,
+                        chunk.title,
+                        chunk.content,
+                        Jsonb({**document.metadata, **chunk.metadata}),
+                        collection.language,
+                        chunk.token_count,
+                        None if vectors is None else vectors[i],
+                    )
+                )
+    return "created" if created else "updated"
+
+
+async def get_document(conn: Conn, collection: CollectionRef, external_id: str) -> dict[str, Any]:
+    """The document with its chunks (text, token count, whether embedded)."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            query("document_get"),
+            {"collection_id": collection.id, "external_id": external_id},
+        )
+        document = await cur.fetchone()
+        if document is None:
+            raise NotFound(f"document '{external_id}' does not exist in '{collection.name}'")
+        await cur.execute(query("document_chunks"), {"document_id": document["id"]})
+        document["chunks"] = await cur.fetchall()
+    return document
+
+
+async def delete_document(conn: Conn, collection: CollectionRef, external_id: str) -> None:
+    cur = await conn.execute(
+        query("document_delete"),
+        {"collection_id": collection.id, "external_id": external_id},
+    )
+    if await cur.fetchone() is None:
+        raise NotFound(f"document '{external_id}' does not exist in '{collection.name}'")
+
+
+async def clear_documents(conn: Conn, collection: CollectionRef) -> int:
+    cur = await conn.execute(query("documents_clear"), {"collection_id": collection.id})
+    return cur.rowcount
+
+
+async def embedding_dimension(conn: Conn) -> int:
+    cur = await conn.execute(query("embedding_dimension"))
+    row = await cur.fetchone()
+    assert row is not None, "chunks.embedding is missing: run `cari migrate`"
+    return int(row[0])

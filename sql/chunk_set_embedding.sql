@@ -1,0 +1,2 @@
+-- Store a chunk's vector.
+UPDATE chunks SET embedding = %(embedding)s WHERE id = %(id)s;

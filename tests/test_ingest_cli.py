@@ -1,0 +1,220 @@
+"""`cari ingest` and `cari reembed` as a batch job runs them: real subprocesses, real PostgreSQL,
+a real local HTTP embedding service (the OpenAI-compatible fake)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from cari.embed import make_embedder
+from cari.ingest import files
+from cari.ingest.pipeline import chunk
+from tests.conftest import settings_for
+from tests.fake_openai import FakeOpenAI
+
+CARI = [sys.executable, "-m", "cari.cli"]
+DIMENSION = 384
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(dimension=DIMENSION) as server:
+        yield server
+
+
+def env_for(clean_env: dict[str, str], dsn: str, fake: FakeOpenAI) -> dict[str, str]:
+    env = {**clean_env, "DATABASE_URL": dsn, "CARI_EMBEDDING_MAX_RETRIES": "0"}
+    env.update({f"CARI_{k.upper()}": str(v) for k, v in fake.settings().items()})
+    return env
+
+
+def cari(
+    args: list[str], env: dict[str, str], stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CARI, *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def counts(dsn: str) -> tuple[int, int, int]:
+    """Documents, chunks, chunks without a vector."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks), "
+            "(SELECT count(*) FROM chunks WHERE embedding IS NULL)"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def write_corpus(folder: Path) -> None:
+    (folder / "notes").mkdir(parents=True)
+    (folder / "notes" / "plain.txt").write_text("Plain text about tide tables and harbours.")
+    (folder / "guide.md").write_text("# Sailing guide\n\nReef early.\n\n## Knots\n\nBowline.\n")
+    (folder / "page.html").write_text(
+        "<html><head><title>Harbour page</title><script>var x = 'secretcode';</script></head>"
+        "<body><h1>Harbour</h1><p>Moorings &amp; fuel.</p></body></html>"
+    )
+    records = [
+        {"id": "r1", "title": "Record one", "text": "Anchors hold in sand.", "metadata": {"n": 1}},
+        {"id": "r2", "content": "Chains rust in salt water."},
+        {"id": "r3", "text": "bad metadata", "metadata": "nope"},
+    ]
+    (folder / "records.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    (folder / "broken.txt").write_bytes(b"valid start \xff\xfe invalid utf-8")
+    (folder / "ignored.bin").write_bytes(b"\x00\x01")
+
+
+def test_ingest_folder_reports_failures_and_resumes(
+    tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    write_corpus(tmp_path / "corpus")
+    env = env_for(clean_env, dsn, fake)
+    first = cari(["ingest", str(tmp_path / "corpus"), "-c", "docs", "--create"], env)
+    assert first.returncode == 1, first.stderr  # two bad inputs
+    assert "2 failed" in first.stderr
+    assert "broken.txt: content: not valid UTF-8" in first.stderr
+    assert "records.jsonl line 3: metadata: " in first.stderr
+    assert "Traceback" not in first.stderr
+    assert "5 documents (5 new, 0 updated, 0 unchanged)" in first.stderr
+
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT external_id, title, source FROM documents ORDER BY external_id"
+        ).fetchall()
+        html = conn.execute(
+            "SELECT string_agg(content, ' ') FROM chunks c JOIN documents d "
+            "ON d.id = c.document_id WHERE d.external_id = 'page.html'"
+        ).fetchone()
+    assert [r[0] for r in rows] == ["guide.md", "notes/plain.txt", "page.html", "r1", "r2"]
+    titles = {r[0]: r[1] for r in rows}
+    assert titles["guide.md"] == "Sailing guide"
+    assert titles["notes/plain.txt"] == "plain"
+    assert titles["page.html"] == "Harbour page"
+    assert html is not None and "secretcode" not in html[0] and "Moorings & fuel." in html[0]
+    assert counts(dsn)[2] == 0
+
+    # Running the same command again skips everything stored unchanged.
+    requests = len(fake.requests)
+    again = cari(["ingest", str(tmp_path / "corpus"), "-c", "docs"], env)
+    assert "5 documents (0 new, 0 updated, 5 unchanged)" in again.stderr
+    assert len(fake.requests) == requests
+
+
+def test_ingest_jsonl_from_stdin_and_globs(
+    tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    env = env_for(clean_env, dsn, fake)
+    lines = "\n".join(json.dumps({"id": f"s{i}", "text": f"Line {i} of stdin."}) for i in range(5))
+    result = cari(["ingest", "-", "-c", "s", "--create", "--language", "english"], env, lines)
+    assert result.returncode == 0, result.stderr
+    assert counts(dsn)[0] == 5
+
+    (tmp_path / "a.md").write_text("# A\n\nalpha")
+    (tmp_path / "b.md").write_text("# B\n\nbravo")
+    result = cari(["ingest", str(tmp_path / "*.md"), "-c", "s"], env)
+    assert result.returncode == 0, result.stderr
+    assert counts(dsn)[0] == 7
+
+    missing = cari(["ingest", str(tmp_path / "nothing-*.txt"), "-c", "s"], env)
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines()[-1].startswith("Error: PATH: ")
+    unknown = cari(["ingest", str(tmp_path / "a.md"), "-c", "nope"], env)
+    assert unknown.returncode == 1
+    assert "collection 'nope' does not exist" in unknown.stderr
+
+
+def test_killed_ingest_leaves_no_partial_document(
+    tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(30):
+        words = " ".join(f"word{i}x{j}" for j in range(40 + 7 * i))
+        (corpus / f"doc{i:02}.txt").write_text(f"Document {i}.\n\n{words}.")
+    fake.delay = 0.3  # each batch waits on the embedder: the kill lands mid-load
+    env = env_for(clean_env, dsn, fake)
+    args = ["ingest", str(corpus), "-c", "k", "--create", "--batch-size", "2", "--workers", "1"]
+    process = subprocess.Popen(
+        [*CARI, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 120
+    while counts(dsn)[0] < 4:
+        assert process.poll() is None, "ingest finished before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+
+    settings = settings_for(dsn, **fake.settings())
+    embedder = make_embedder(settings)
+    with psycopg.connect(dsn) as conn:
+        stored = conn.execute(
+            "SELECT d.external_id, array_agg(c.ordinal ORDER BY c.ordinal) "
+            "FROM documents d LEFT JOIN chunks c ON c.document_id = d.id GROUP BY 1"
+        ).fetchall()
+    assert 4 <= len(stored) < 30
+    for external_id, ordinals in stored:
+        (document,) = list(files.read(files.Source(corpus / external_id, external_id), 10**7))
+        assert not isinstance(document, files.Failure)
+        expected = chunk(document, embedder.count_tokens, settings)
+        assert ordinals == list(range(len(expected))), external_id
+    assert counts(dsn)[2] == 0
+
+    fake.delay = 0
+    resumed = cari(args, env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"30 documents ({30 - len(stored)} new, 0 updated, {len(stored)} unchanged)" in (
+        resumed.stderr
+    )
+
+
+def test_embedder_down_then_reembed(
+    tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    (tmp_path / "a.txt").write_text("Nothing is lost when the embedder is down.")
+    (tmp_path / "b.txt").write_text("Keyword search works at once.")
+    env = env_for(clean_env, dsn, fake)
+    fake.fail(503, "maintenance", times=None)
+    down = cari(["ingest", str(tmp_path), "-c", "r", "--create"], env)
+    assert down.returncode == 0, down.stderr
+    assert "stored without vectors: run `cari reembed`" in down.stderr
+    assert counts(dsn) == (2, 2, 2)
+
+    still_down = cari(["reembed"], env)
+    assert still_down.returncode == 1
+    assert "maintenance" in still_down.stderr and "Traceback" not in still_down.stderr
+
+    fake.reset()
+    result = cari(["reembed"], env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "embedded 2 chunks"
+    assert counts(dsn) == (2, 2, 0)
+
+    everything = cari(["reembed", "--all", "-c", "r"], env)
+    assert everything.stdout.strip() == "embedded 2 chunks"
+    assert cari(["reembed", "--all"], env).returncode == 2  # usage: --all needs --collection
+
+
+def test_dimension_mismatch_stops_with_advice(dsn: str, clean_env: dict[str, str]) -> None:
+    with FakeOpenAI(dimension=8) as small:
+        env = env_for(clean_env, dsn, small)
+        result = cari(["serve"], env)
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert "stores 384-dimensional embeddings" in line and "makes 8" in line
