@@ -201,6 +201,16 @@ def test_single_invalid_document_is_a_named_4xx(client: TestClient[Any]) -> None
     assert "[0] text: is empty" in everything_bad.json()["detail"]
 
 
+def test_invalid_utf8_body_is_a_client_error(client: TestClient[Any]) -> None:
+    response = client.post(
+        "/v1/collections/kb/documents",
+        content=b'{"id": "u", "text": "caf\xe9"}',
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 400
+    assert "Traceback" not in response.text
+
+
 def test_batch_limit_and_unknown_collection(dsn: str, fake: FakeOpenAI) -> None:
     with client_for(dsn, fake, max_batch_documents=2) as client:
         client.post("/v1/collections", json={"name": "kb"})

@@ -20,6 +20,7 @@ from cari.ingest import files
 from cari.ingest.pipeline import chunk
 from tests.conftest import settings_for
 from tests.fake_openai import FakeOpenAI
+from tests.test_formats import make_pdf
 
 CARI = [sys.executable, "-m", "cari.cli"]
 DIMENSION = 384
@@ -77,6 +78,9 @@ def write_corpus(folder: Path) -> None:
     ]
     (folder / "records.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
     (folder / "broken.txt").write_bytes(b"valid start \xff\xfe invalid utf-8")
+    (folder / "manual.pdf").write_bytes(
+        make_pdf(["Page one tells about anchors.", "Page two tells about sails."], "Manual")
+    )
     (folder / "ignored.bin").write_bytes(b"\x00\x01")
 
 
@@ -91,7 +95,7 @@ def test_ingest_folder_reports_failures_and_resumes(
     assert "broken.txt: content: not valid UTF-8" in first.stderr
     assert "records.jsonl line 3: metadata: " in first.stderr
     assert "Traceback" not in first.stderr
-    assert "5 documents (5 new, 0 updated, 0 unchanged)" in first.stderr
+    assert "6 documents (6 new, 0 updated, 0 unchanged)" in first.stderr
 
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(
@@ -101,18 +105,34 @@ def test_ingest_folder_reports_failures_and_resumes(
             "SELECT string_agg(content, ' ') FROM chunks c JOIN documents d "
             "ON d.id = c.document_id WHERE d.external_id = 'page.html'"
         ).fetchone()
-    assert [r[0] for r in rows] == ["guide.md", "notes/plain.txt", "page.html", "r1", "r2"]
+    assert [r[0] for r in rows] == [
+        "guide.md",
+        "manual.pdf",
+        "notes/plain.txt",
+        "page.html",
+        "r1",
+        "r2",
+    ]
     titles = {r[0]: r[1] for r in rows}
     assert titles["guide.md"] == "Sailing guide"
     assert titles["notes/plain.txt"] == "plain"
     assert titles["page.html"] == "Harbour page"
     assert html is not None and "secretcode" not in html[0] and "Moorings & fuel." in html[0]
     assert counts(dsn)[2] == 0
+    with psycopg.connect(dsn) as conn:
+        pages = conn.execute(
+            "SELECT c.metadata->>'page', c.content FROM chunks c JOIN documents d "
+            "ON d.id = c.document_id WHERE d.external_id = 'manual.pdf' ORDER BY c.ordinal"
+        ).fetchall()
+    assert pages == [
+        ("1", "Page one tells about anchors."),
+        ("2", "Page two tells about sails."),
+    ]
 
     # Running the same command again skips everything stored unchanged.
     requests = len(fake.requests)
     again = cari(["ingest", str(tmp_path / "corpus"), "-c", "docs"], env)
-    assert "5 documents (0 new, 0 updated, 5 unchanged)" in again.stderr
+    assert "6 documents (0 new, 0 updated, 6 unchanged)" in again.stderr
     assert len(fake.requests) == requests
 
 
@@ -211,10 +231,49 @@ def test_embedder_down_then_reembed(
     assert cari(["reembed", "--all"], env).returncode == 2  # usage: --all needs --collection
 
 
-def test_dimension_mismatch_stops_with_advice(dsn: str, clean_env: dict[str, str]) -> None:
+def test_model_change_resizes_and_reembeds(
+    tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    (tmp_path / "a.txt").write_text("A chunk embedded by the first model.")
+    first = cari(["ingest", str(tmp_path), "-c", "m", "--create"], env_for(clean_env, dsn, fake))
+    assert first.returncode == 0, first.stderr
     with FakeOpenAI(dimension=8) as small:
         env = env_for(clean_env, dsn, small)
-        result = cari(["serve"], env)
-    assert result.returncode == 1
-    (line,) = result.stderr.strip().splitlines()
-    assert "stores 384-dimensional embeddings" in line and "makes 8" in line
+        refused = cari(["serve"], env)
+        assert refused.returncode == 1
+        (line,) = refused.stderr.strip().splitlines()
+        assert "stores 384-dimensional embeddings" in line and "makes 8" in line
+        assert "cari migrate --resize-embeddings" in line
+
+        resized = cari(["migrate", "--resize-embeddings"], env)
+        assert resized.returncode == 0, resized.stderr
+        assert counts(dsn) == (1, 1, 1)
+        assert cari(["reembed"], env).stdout.strip() == "embedded 1 chunks"
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT vector_dims(embedding) FROM chunks").fetchone()
+    assert row == (8,)
+
+
+def vector_index_exists(dsn: str) -> bool:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT to_regclass('chunks_embedding_idx') IS NOT NULL").fetchone()
+    return bool(row and row[0])
+
+
+def test_bulk_load_rebuilds_the_vector_index(
+    tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    for i in range(5):
+        (tmp_path / f"{i}.txt").write_text(f"Bulk document {i} about lighthouses.")
+    env = env_for(clean_env, dsn, fake)
+    result = cari(["ingest", str(tmp_path), "-c", "b", "--create", "--bulk"], env)
+    assert result.returncode == 0, result.stderr
+    assert counts(dsn) == (5, 5, 0)
+    assert vector_index_exists(dsn)
+
+    # A bulk load killed before its rebuild leaves no index: the next command restores it.
+    with psycopg.connect(dsn) as conn:
+        conn.execute("DROP INDEX chunks_embedding_idx")
+    assert not vector_index_exists(dsn)
+    assert cari(["reembed"], env).returncode == 0
+    assert vector_index_exists(dsn)

@@ -48,6 +48,7 @@ def _migrated_database(settings: Settings) -> str:
     dsn = _ready_database(settings)
     migrations.upgrade(dsn, settings)
     db.check_embedding_dimension(dsn, settings)
+    migrations.ensure_vector_indexes(dsn, settings)
     return dsn
 
 
@@ -87,16 +88,28 @@ def serve(host: str | None, port: int | None, allow_unauthenticated: bool | None
 @main.command(help="Upgrade the database schema (or downgrade with --downgrade).")
 @click.option("--revision", default="head", show_default=True, help="Revision to upgrade to.")
 @click.option("--downgrade", "down_to", metavar="REVISION", help="Downgrade to REVISION ('base').")
+@click.option(
+    "--resize-embeddings",
+    is_flag=True,
+    help="Widen or narrow the vector columns to the configured embedder's dimension; "
+    "existing vectors are dropped, then `cari reembed` recomputes them.",
+)
 @user_errors
-def migrate(revision: str, down_to: str | None) -> None:
+def migrate(revision: str, down_to: str | None, resize_embeddings: bool) -> None:
     settings = _settings()
     dsn = _ready_database(settings)
     if down_to is not None:
         migrations.downgrade(dsn, settings, down_to)
         click.echo(f"downgraded to {down_to}")
-    else:
-        migrations.upgrade(dsn, settings, revision)
-        click.echo(f"upgraded to {revision}")
+        return
+    migrations.upgrade(dsn, settings, revision)
+    click.echo(f"upgraded to {revision}")
+    if resize_embeddings:
+        migrations.resize_embeddings(dsn, settings)
+        click.echo(
+            f"embedding columns now hold {settings.embedding_dimension} dimensions; "
+            "run `cari reembed` to compute the vectors"
+        )
 
 
 @main.command(help="Ingest files, folders, globs, or JSON Lines from stdin ('-').")
@@ -122,6 +135,12 @@ def migrate(revision: str, down_to: str | None) -> None:
     show_default=True,
     help="Batches in flight at once.",
 )
+@click.option(
+    "--bulk",
+    is_flag=True,
+    help="Drop the vector index during the load and rebuild it once at the end: much faster "
+    "for large loads; vector searches meanwhile scan exactly (slower).",
+)
 @user_errors
 def ingest(
     paths: tuple[str, ...],
@@ -130,6 +149,7 @@ def ingest(
     language: str,
     batch_size: int,
     workers: int,
+    bulk: bool,
 ) -> None:
     from cari.cli_ingest import run_ingest
 
@@ -145,6 +165,7 @@ def ingest(
             create_language=language if create else None,
             batch_size=batch_size,
             workers=workers,
+            defer_index=bulk,
         )
     )
     if tally.failures:

@@ -46,6 +46,7 @@ async def run_ingest(
     create_language: str | None,
     batch_size: int,
     workers: int,
+    defer_index: bool,
 ) -> Tally:
     console = Console(stderr=True)
     total = None if any(s.path is None for s in sources) else sum(s.size or 0 for s in sources)
@@ -82,6 +83,7 @@ async def run_ingest(
                 sources,
                 batch_size=batch_size,
                 workers=workers,
+                defer_index=defer_index,
                 on_progress=show,
             )
             progress.update(task, completed=total or tally.bytes_read)

@@ -63,7 +63,7 @@ def check_embedding_dimension(dsn: str, settings: Settings) -> None:
     if stored != wanted:
         raise ConfigError(
             f"the database stores {stored}-dimensional embeddings but the configured embedder "
-            f"({settings.embedder}) makes {wanted}: migrate a new database with this embedder "
-            "(or `cari migrate --downgrade base && cari migrate`, which deletes all data), "
-            "then ingest again, or switch back to the embedder the data was made with"
+            f"({settings.embedder}) makes {wanted}: run `cari migrate --resize-embeddings` "
+            "to change the columns (the old vectors are dropped), then `cari reembed`; "
+            "or switch back to the embedder the data was made with"
         )

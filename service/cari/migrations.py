@@ -10,6 +10,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
+from psycopg import sql
 
 from cari.errors import InvalidInput
 from cari.queries import query
@@ -57,3 +58,28 @@ async def current(conn: psycopg.AsyncConnection[Any]) -> str | None:
     cursor = await conn.execute(query("schema_revision"))
     version = await cursor.fetchone()
     return str(version[0]) if version else None
+
+
+def resize_embeddings(dsn: str, settings: Settings) -> None:
+    """Make the embedding columns as wide as the configured embedder's vectors (emptying them)."""
+    resize = sql.SQL(query("embeddings_resize")).format(
+        dimension=sql.Literal(settings.embedding_dimension)
+    )
+    with psycopg.connect(dsn) as conn:
+        conn.execute(resize)
+        conn.execute(vector_indexes_statement(settings))
+
+
+def vector_indexes_statement(settings: Settings) -> sql.Composed:
+    """Build the HNSW indexes that are missing, with the configured parameters."""
+    return sql.SQL(query("vector_indexes_create")).format(
+        m=sql.Literal(settings.hnsw_m),
+        ef_construction=sql.Literal(settings.hnsw_ef_construction),
+        memory=sql.Literal(f"{settings.index_build_memory_mb}MB"),
+    )
+
+
+def ensure_vector_indexes(dsn: str, settings: Settings) -> None:
+    """Rebuild an HNSW index a killed bulk load left dropped (a no-op when present)."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute(vector_indexes_statement(settings))

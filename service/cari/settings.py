@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     hnsw_m: int = Field(default=16, ge=2, le=100)
     hnsw_ef_construction: int = Field(default=64, ge=4, le=1000)
     hnsw_ef_search: int = Field(default=40, ge=1, le=1000)
+    index_build_memory_mb: int = Field(
+        default=512, ge=64, le=65_536, description="maintenance_work_mem for HNSW builds."
+    )
 
     @field_validator("database_url")
     @classmethod

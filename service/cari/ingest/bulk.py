@@ -15,6 +15,8 @@ from cari.ingest import files
 from cari.ingest.files import Failure, Source
 from cari.ingest.pipeline import Ingestor
 from cari.ingest.store import NewDocument
+from cari.migrations import vector_indexes_statement
+from cari.queries import query
 
 
 @dataclass(slots=True)
@@ -37,9 +39,34 @@ async def ingest_sources(
     *,
     batch_size: int,
     workers: int,
+    defer_index: bool = False,
     on_progress: Callable[[Tally], None] = lambda _: None,
 ) -> Tally:
-    """Ingest every source; failures are collected, never raised, so the rest continue."""
+    """Ingest every source; failures are collected, never raised, so the rest continue.
+
+    With `defer_index` the HNSW index is dropped for the load and rebuilt once at the end
+    (also when the load fails; a killed load's index is rebuilt by the next `cari` start).
+    """
+    if not defer_index:
+        return await _ingest(ingestor, collection, sources, batch_size, workers, on_progress)
+    async with ingestor.pool.connection() as conn:
+        await conn.execute(query("chunks_vector_index_drop"))
+    try:
+        return await _ingest(ingestor, collection, sources, batch_size, workers, on_progress)
+    finally:
+        with anyio.CancelScope(shield=True):
+            async with ingestor.pool.connection() as conn, conn.transaction():
+                await conn.execute(vector_indexes_statement(ingestor.settings))
+
+
+async def _ingest(
+    ingestor: Ingestor,
+    collection: str,
+    sources: Sequence[Source],
+    batch_size: int,
+    workers: int,
+    on_progress: Callable[[Tally], None],
+) -> Tally:
     tally = Tally()
     documents = _documents(sources, ingestor.settings.max_document_bytes, tally, on_progress)
     send, receive = anyio.create_memory_object_stream[list[NewDocument]](workers)

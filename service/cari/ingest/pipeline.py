@@ -70,15 +70,15 @@ class Ingestor:
         chunked = await anyio.to_thread.run_sync(self._chunk_all, changed)
         vectors = await self._embed(chunked, result)
 
+        prepared, offset = [], 0
+        for document, chunks in zip(changed, chunked, strict=True):
+            own = None if vectors is None else vectors[offset : offset + len(chunks)]
+            offset += len(chunks)
+            prepared.append(store.Prepared(document, chunks, own))
         statuses: dict[str, Status] = {}
-        async with self.pool.connection() as conn, conn.transaction():
-            offset = 0
-            for document, chunks in zip(changed, chunked, strict=True):
-                own = None if vectors is None else vectors[offset : offset + len(chunks)]
-                offset += len(chunks)
-                statuses[document.external_id] = await store.write_document(
-                    conn, collection, document, chunks, own
-                )
+        if prepared:
+            async with self.pool.connection() as conn:
+                statuses = await store.write_documents(conn, collection, prepared)
         for document, chunks in zip(changed, chunked, strict=True):
             status = statuses[document.external_id]
             done = status != "unchanged"

@@ -91,49 +91,70 @@ async def stored_hashes(
     return {str(row[0]): str(row[1]) for row in await cur.fetchall()}
 
 
-async def write_document(
-    conn: Conn,
-    collection: CollectionRef,
-    document: NewDocument,
-    chunks: Sequence[Chunk],
-    vectors: Sequence[np.ndarray] | None,
-) -> Status:
-    """Store the document and all its chunks in one transaction (a savepoint when nested)."""
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A document ready to store: its chunks and their vectors (None: embed later)."""
+
+    document: NewDocument
+    chunks: Sequence[Chunk]
+    vectors: Sequence[np.ndarray] | None
+
+
+async def write_documents(
+    conn: Conn, collection: CollectionRef, batch: Sequence[Prepared]
+) -> dict[str, Status]:
+    """Store the documents and all their chunks in one transaction (a savepoint when nested).
+
+    Ids must be unique within the batch. Three statements whatever the batch size: upsert the
+    documents, delete the replaced ones' chunks, one binary COPY of every new chunk.
+    """
+    # Rows are locked in id order, so concurrent batches sharing documents cannot deadlock.
+    batch = sorted(batch, key=lambda p: p.document.external_id)
+    statuses: dict[str, Status] = {p.document.external_id: "unchanged" for p in batch}
     async with conn.transaction():
         cur = await conn.execute(
-            query("document_upsert"),
+            query("documents_upsert"),
             {
                 "collection_id": collection.id,
-                "external_id": document.external_id,
-                "title": document.title,
-                "source": document.source,
-                "metadata": Jsonb(document.metadata),
-                "content_hash": document.content_hash,
+                "external_ids": [p.document.external_id for p in batch],
+                "titles": [p.document.title for p in batch],
+                "sources": [p.document.source for p in batch],
+                "metadata": [Jsonb(p.document.metadata) for p in batch],
+                "content_hashes": [p.document.content_hash for p in batch],
             },
         )
-        row = await cur.fetchone()
-        if row is None:
-            return "unchanged"
-        document_id, created = int(row[0]), bool(row[1])
-        if not created:
-            await conn.execute(query("document_chunks_delete"), {"document_id": document_id})
+        written: dict[str, int] = {}
+        replaced: list[int] = []
+        for external_id, document_id, created in await cur.fetchall():
+            written[external_id] = document_id
+            statuses[external_id] = "created" if created else "updated"
+            if not created:
+                replaced.append(document_id)
+        if replaced:
+            await conn.execute(query("documents_chunks_delete"), {"document_ids": replaced})
+        if not written:
+            return statuses
         async with conn.cursor().copy(query("chunks_copy")) as copy:
             copy.set_types(CHUNK_COLUMN_TYPES)
-            for i, chunk in enumerate(chunks):
-                await copy.write_row(
-                    (
-                        collection.id,
-                        document_id,
-                        chunk.ordinal,
-                        chunk.title,
-                        chunk.content,
-                        Jsonb({**document.metadata, **chunk.metadata}),
-                        collection.language,
-                        chunk.token_count,
-                        None if vectors is None else vectors[i],
+            for item in batch:
+                document_id = written.get(item.document.external_id)
+                if document_id is None:
+                    continue
+                for i, chunk in enumerate(item.chunks):
+                    await copy.write_row(
+                        (
+                            collection.id,
+                            document_id,
+                            chunk.ordinal,
+                            chunk.title,
+                            chunk.content,
+                            Jsonb({**item.document.metadata, **chunk.metadata}),
+                            collection.language,
+                            chunk.token_count,
+                            None if item.vectors is None else item.vectors[i],
+                        )
                     )
-                )
-    return "created" if created else "updated"
+    return statuses
 
 
 async def get_document(conn: Conn, collection: CollectionRef, external_id: str) -> dict[str, Any]:
