@@ -192,8 +192,9 @@ async def writer(
     per_document, per_transaction = 4, 500
     started = time.perf_counter()
     async with pool.connection() as conn:
-        if bulk:
+        if bulk:  # as `cari ingest --bulk`: drop in its own transaction, build in another
             await conn.execute(query("chunks_vector_index_drop"))
+            await conn.commit()
         step = per_document * per_transaction
         for start in range(0, len(texts), step):
             batch = []

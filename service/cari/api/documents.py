@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any, Literal
 
+import anyio.to_thread
 import msgspec
 import psycopg
 from litestar import Controller, delete, get, post, put
@@ -56,8 +58,7 @@ def to_document(raw: object, settings: Settings, *, path_id: str | None = None) 
     try:
         spec = msgspec.convert(raw, DocumentIn)
     except msgspec.ValidationError as exc:
-        field, _, message = _split_validation(str(exc))
-        raise InvalidInput(field, message) from None
+        raise InvalidInput(*_split_validation(str(exc))) from None
     if path_id is not None and spec.id not in (None, path_id):
         raise InvalidInput("id", f"'{spec.id}' differs from the id in the path '{path_id}'")
     external_id = path_id or spec.id
@@ -86,12 +87,35 @@ def to_document(raw: object, settings: Settings, *, path_id: str | None = None) 
     return document
 
 
-def _split_validation(message: str) -> tuple[str, str, str]:
-    """msgspec says "Expected `str` of length <= 512 - at `$.id`": name the field first."""
+def _split_validation(message: str) -> tuple[str, str]:
+    """msgspec says "Expected `str` of length <= 512 - at `$.id`": (field, what is wrong)."""
     text, sep, where = message.rpartition(" - at `$.")
     if not sep:
-        return "document", "", message
-    return where.rstrip("`").split(".")[0].split("[")[0], "", text
+        return "document", message
+    return where.rstrip("`").split(".")[0].split("[")[0], text
+
+
+def _validate_batch(
+    raw_documents: list[object], settings: Settings, batch: bool
+) -> tuple[list[NewDocument], list[Rejection]]:
+    """The valid documents, and why each other one was rejected (a lone document raises)."""
+    documents: list[NewDocument] = []
+    rejected: list[Rejection] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(raw_documents):
+        raw_id = raw.get("id") if isinstance(raw, dict) else None
+        try:
+            document = to_document(raw, settings)
+            if document.external_id in seen:
+                raise InvalidInput("id", "appears twice in this batch")
+        except CariError as exc:
+            if not batch:
+                raise
+            rejected.append(Rejection(index, str(raw_id) if raw_id else None, exc.message))
+            continue
+        seen.add(document.external_id)
+        documents.append(document)
+    return documents, rejected
 
 
 def _response(result: BatchResult, rejected: list[Rejection]) -> IngestResponse:
@@ -132,22 +156,10 @@ class DocumentsController(Controller):
                 f"{len(raw_documents)} documents, over the limit of "
                 f"{settings.max_batch_documents} per request",
             )
-        documents: list[NewDocument] = []
-        rejected: list[Rejection] = []
-        seen: set[str] = set()
-        for index, raw in enumerate(raw_documents):
-            raw_id = raw.get("id") if isinstance(raw, dict) else None
-            try:
-                document = to_document(raw, settings)
-                if document.external_id in seen:
-                    raise InvalidInput("id", "appears twice in this batch")
-            except CariError as exc:
-                if not batch:
-                    raise
-                rejected.append(Rejection(index, str(raw_id) if raw_id else None, exc.message))
-                continue
-            seen.add(document.external_id)
-            documents.append(document)
+        # Parsing large HTML or Markdown is CPU work: keep it off the event loop.
+        documents, rejected = await anyio.to_thread.run_sync(
+            _validate_batch, raw_documents, settings, batch
+        )
         if not documents:
             raise InvalidInput(
                 "documents",
@@ -166,7 +178,9 @@ class DocumentsController(Controller):
         document_id: FromPath[str],
         data: JSONBody[dict[str, Any]],
     ) -> IngestResponse:
-        document = to_document(data, state.settings, path_id=document_id)
+        document = await anyio.to_thread.run_sync(
+            partial(to_document, data, state.settings, path_id=document_id)
+        )
         ingestor: Ingestor = state.ingestor
         return _response(await ingestor.ingest(collection, [document]), [])
 
