@@ -102,6 +102,12 @@ def dsn(server_url: str, template: str) -> Iterator[str]:
     yield from _fresh_database(server_url, template)
 
 
+@pytest.fixture(scope="module")
+def module_dsn(server_url: str, template: str) -> Iterator[str]:
+    """A fresh, migrated database shared by one test module's read-only tests."""
+    yield from _fresh_database(server_url, template)
+
+
 @pytest.fixture
 def empty_dsn(server_url: str) -> Iterator[str]:
     """A fresh database that was never migrated."""

@@ -151,7 +151,7 @@ def ingest(
     workers: int,
     bulk: bool,
 ) -> None:
-    from cari.cli_ingest import run_ingest
+    from cari.cli_core import run_ingest
 
     settings = _settings()
     sources = files.expand(paths)
@@ -172,6 +172,31 @@ def ingest(
         raise SystemExit(1)
 
 
+@main.command(help="Search a collection.")
+@click.argument("query")
+@click.option("-c", "--collection", required=True, help="Collection to search.")
+@click.option("--mode", type=click.Choice(["hybrid", "vector", "keyword"]), help="Search mode.")
+@click.option("--top-k", type=click.IntRange(1, 50), help="Results to return.")
+@click.option("--explain", is_flag=True, help="Show the plan and per-stage timings.")
+@click.option("--json", "as_json", is_flag=True, help="Print the response as JSON.")
+@user_errors
+def search(
+    query: str, collection: str, mode: str | None, top_k: int | None, explain: bool, as_json: bool
+) -> None:
+    import msgspec
+
+    from cari.cli_core import print_results, run_search
+    from cari.search.engine import SearchRequest
+
+    settings = _settings()
+    request = SearchRequest(query=query, mode=mode, top_k=top_k, explain=explain)  # type: ignore[arg-type]
+    response = asyncio.run(run_search(settings, _migrated_database(settings), collection, request))
+    if as_json:
+        click.echo(msgspec.json.encode(response).decode())
+    else:
+        print_results(response)
+
+
 @main.command(help="Embed chunks stored without vectors (e.g. while the embedder was down).")
 @click.option("-c", "--collection", help="Only this collection.")
 @click.option(
@@ -182,7 +207,7 @@ def ingest(
 )
 @user_errors
 def reembed(collection: str | None, everything: bool) -> None:
-    from cari.cli_ingest import run_reembed
+    from cari.cli_core import run_reembed
 
     if everything and collection is None:
         raise click.UsageError("--all needs --collection")

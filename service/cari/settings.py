@@ -75,6 +75,12 @@ class Settings(BaseSettings):
     hnsw_m: int = Field(default=16, ge=2, le=100)
     hnsw_ef_construction: int = Field(default=64, ge=4, le=1000)
     hnsw_ef_search: int = Field(default=40, ge=1, le=1000)
+    search_candidates: int = Field(
+        default=40, ge=1, le=1000, description="Candidates each retriever returns for fusion."
+    )
+    intent_keyword_boost: float = Field(default=2.0, ge=0, le=100)
+    intent_vector_boost: float = Field(default=0.5, ge=0, le=100)
+    query_cache_size: int = Field(default=1024, ge=0, le=1_000_000)
     index_build_memory_mb: int = Field(
         default=512, ge=64, le=65_536, description="maintenance_work_mem for HNSW builds."
     )

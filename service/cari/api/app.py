@@ -23,12 +23,27 @@ from cari.api.auth import require_api_key
 from cari.api.collections import CollectionsController
 from cari.api.documents import DocumentsController
 from cari.api.health import healthz, readyz
+from cari.api.search import search
 from cari.embed import make_embedder
-from cari.errors import CariError, Conflict, DatabaseUnavailable, InvalidInput, NotFound
+from cari.errors import (
+    CariError,
+    Conflict,
+    DatabaseUnavailable,
+    EmbedderUnavailable,
+    InvalidInput,
+    NotFound,
+)
 from cari.ingest.pipeline import Ingestor, backfill_embeddings
+from cari.search.engine import Searcher
 from cari.settings import Settings
 
-STATUS = {NotFound: 404, Conflict: 409, InvalidInput: 422, DatabaseUnavailable: 503}
+STATUS = {
+    NotFound: 404,
+    Conflict: 409,
+    InvalidInput: 422,
+    DatabaseUnavailable: 503,
+    EmbedderUnavailable: 503,
+}
 
 
 async def provide_conn(state: State) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -62,6 +77,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
         embedder = make_embedder(settings)
         app.state.pool = pool
         app.state.ingestor = Ingestor(pool, embedder, settings)
+        app.state.searcher = Searcher(pool, embedder, settings)
         try:
             async with anyio.create_task_group() as tasks:
                 if settings.reembed_interval_s > 0:
@@ -74,7 +90,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
 
     v1 = Router(
         path="/v1",
-        route_handlers=[CollectionsController, DocumentsController],
+        route_handlers=[CollectionsController, DocumentsController, search],
         guards=[require_api_key],
         dependencies={"conn": Provide(provide_conn)},
         security=[{"bearer": []}] if settings.api_keys else None,

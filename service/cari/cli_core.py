@@ -1,4 +1,4 @@
-"""`cari ingest` and `cari reembed`: open the pool and embedder, run the core, show progress."""
+"""The CLI commands that need the pool and the embedder: ingest, reembed, search."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import click
 from psycopg_pool import AsyncConnectionPool
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
 
 from cari import collection as collections
 from cari import db
@@ -20,6 +21,7 @@ from cari.ingest import store
 from cari.ingest.bulk import Tally, ingest_sources
 from cari.ingest.files import Source
 from cari.ingest.pipeline import Ingestor, reembed
+from cari.search.engine import Searcher, SearchRequest, SearchResponse
 from cari.settings import Settings
 
 
@@ -143,3 +145,31 @@ async def run_reembed(
             everything=everything,
             batch_size=settings.embedding_batch_size,
         )
+
+
+async def run_search(
+    settings: Settings, dsn: str, collection: str, request: SearchRequest
+) -> SearchResponse:
+    async with _resources(settings, dsn) as (pool, embedder):
+        return await Searcher(pool, embedder, settings).search(collection, request)
+
+
+def print_results(response: SearchResponse) -> None:
+    console = Console()
+    table = Table(show_lines=False)
+    for column in ("#", "score", "document", "title", "text"):
+        table.add_column(column, overflow="fold")
+    for rank, result in enumerate(response.results, 1):
+        snippet = " ".join(result.content.split())
+        table.add_row(
+            str(rank),
+            f"{result.score:.4f}",
+            result.document_id,
+            result.title,
+            snippet[:160] + ("…" if len(snippet) > 160 else ""),
+        )
+    console.print(table)
+    for warning in response.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if response.explain is not None:
+        console.print_json(data=response.explain)

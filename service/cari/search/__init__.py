@@ -1,0 +1,1 @@
+"""Search: query intent, metadata filters, hybrid retrieval and fusion."""

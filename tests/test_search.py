@@ -1,0 +1,365 @@
+"""Search over HTTP on real PostgreSQL: the real local model where meaning matters, the
+deterministic embedding fake where exact rankings or failures are asserted."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from litestar.testing import TestClient
+from pgvector.psycopg import register_vector
+from psycopg import sql
+
+from cari.api import create_app
+from tests.conftest import settings_for
+from tests.fake_openai import FakeOpenAI
+
+DIMENSION = 384
+
+
+def client_for(dsn: str, fake: FakeOpenAI | None = None, **values: Any) -> TestClient[Any]:
+    options: dict[str, Any] = {"reembed_interval_s": 0, "embedding_max_retries": 0}
+    if fake is not None:
+        options.update(fake.settings())
+    options.update(values)
+    return TestClient(create_app(settings_for(dsn, **options), dsn))
+
+
+def add(client: TestClient[Any], collection: str, documents: list[dict[str, Any]]) -> None:
+    response = client.post(f"/v1/collections/{collection}/documents", json={"documents": documents})
+    assert response.status_code == 200, response.text
+    assert response.json()["rejected"] == []
+
+
+def search(client: TestClient[Any], collection: str, **body: Any) -> dict[str, Any]:
+    response = client.post(f"/v1/collections/{collection}/search", json=body)
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def ids(response: dict[str, Any]) -> list[str]:
+    return [r["document_id"] for r in response["results"]]
+
+
+SHOP = [
+    {"id": "kit", "title": "Gasket kit", "text": "Gasket kit SKU-9942-X for the pump."},
+    {"id": "kit-y", "title": "Gasket kit", "text": "Gasket kit SKU-9942-Y for the pump."},
+    {"id": "kit-z", "title": "Gasket kit", "text": "Gasket kit SKU-9924-X for the pump."},
+    {"id": "seal", "title": "Pump seal", "text": "A mechanical seal for water pumps, model PS-12."},
+    {
+        "id": "battery",
+        "title": "Winter care",
+        "text": "The automobile's battery must be recharged.",
+    },
+    {"id": "museum", "title": "Visiting", "text": "The museum opens at nine in the morning."},
+    {"id": "recipe", "title": "Dinner", "text": "Fried rice is cooked with soy sauce."},
+]
+
+
+@pytest.fixture(scope="module")
+def shop(module_dsn: str) -> Iterator[TestClient[Any]]:
+    """A collection embedded once by the real local model, shared by the read-only tests."""
+    with client_for(module_dsn) as client:
+        client.post("/v1/collections", json={"name": "shop", "language": "english"})
+        add(client, "shop", SHOP)
+        yield client
+
+
+def test_exact_sku_ranks_first_in_hybrid(shop: TestClient[Any]) -> None:
+    response = search(shop, "shop", query="SKU-9942-X", explain=True)
+    assert ids(response)[0] == "kit"
+    assert response["intent"] == "exact_token"
+    explain = response["explain"]
+    assert explain["weights"] == {"keyword": 2.0, "vector": 0.5}
+    assert explain["intent"]["exact_tokens"][0]["text"] == "SKU-9942-X"
+    top = response["results"][0]["retrievers"]
+    assert top["keyword"]["rank"] == 1
+    keyword = search(shop, "shop", query="SKU-9942-X", mode="keyword")
+    assert ids(keyword) == ["kit"]
+
+
+def test_paraphrase_found_by_vector_and_hybrid_not_keyword(shop: TestClient[Any]) -> None:
+    question = "how often should I charge the car accumulator?"
+    assert ids(search(shop, "shop", query=question, mode="keyword")) == []
+    assert ids(search(shop, "shop", query=question, mode="vector"))[0] == "battery"
+    assert ids(search(shop, "shop", query=question))[0] == "battery"
+
+
+def test_indonesian_question_finds_english_passage(shop: TestClient[Any]) -> None:
+    response = search(shop, "shop", query="jam berapa museum buka?")
+    assert ids(response)[0] == "museum"
+    assert ids(search(shop, "shop", query="cara memasak nasi goreng"))[0] == "recipe"
+
+
+def test_explain_reports_plan_and_timings(shop: TestClient[Any]) -> None:
+    response = search(shop, "shop", query="water pump seal", explain=True, ef_search=77, top_k=3)
+    explain = response["explain"]
+    assert explain["mode"] == "hybrid"
+    assert explain["ef_search"] == {"requested": 77, "applied": "77"}  # read inside the query
+    assert explain["top_k"] == 3 and len(response["results"]) <= 3
+    assert set(explain["timings_ms"]) >= {"embed", "keyword", "vector", "fuse", "total"}
+    again = search(shop, "shop", query="water pump seal", explain=True)
+    assert again["explain"]["query_vector_cached"] is True
+    for result in response["results"]:
+        assert result["content"] and result["title"]
+        assert set(result["retrievers"]) <= {"keyword", "vector"}
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "field"),
+    [
+        ({"query": ""}, 422, "query"),
+        ({"query": "   \n\t"}, 422, "query"),
+        ({"query": "x" * 4001}, 400, "query"),
+        ({"query": "pump", "top_k": 0}, 400, "top_k"),
+        ({"query": "pump", "top_k": 51}, 400, "top_k"),
+        ({"query": "pump", "vector_weight": -1}, 400, "vector_weight"),
+        ({"query": "pump", "mode": "fuzzy"}, 400, "mode"),
+        ({"query": "pump", "candidates": 1001}, 400, "candidates"),
+        ({"query": "pump", "filters": {"metadata": {"year": {"gt": 3}}}}, 422, "filters"),
+        ({"query": "pump", "filters": {"colour": 1}}, 422, "filters"),
+    ],
+)
+def test_bad_search_input_names_the_field(
+    shop: TestClient[Any], body: dict[str, Any], status: int, field: str
+) -> None:
+    response = shop.post("/v1/collections/shop/search", json=body)
+    assert response.status_code == status, response.text
+    assert field in str(response.json().get("extra")), response.text
+    assert "Traceback" not in response.text
+
+
+def test_unknown_collection_is_404(shop: TestClient[Any]) -> None:
+    assert shop.post("/v1/collections/none/search", json={"query": "x"}).status_code == 404
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(dimension=DIMENSION) as server:
+        yield server
+
+
+@pytest.fixture
+def catalog(dsn: str, fake: FakeOpenAI) -> Iterator[TestClient[Any]]:
+    with client_for(dsn, fake) as client:
+        client.post("/v1/collections", json={"name": "cars", "language": "indonesian"})
+        add(
+            client,
+            "cars",
+            [
+                {
+                    "id": f"car-{i}",
+                    "text": f"Mobil nomor {i} dengan mesin bensin.",
+                    "metadata": {"brand": brand, "year": year, "sold": f"2024-0{1 + i % 9}-15"},
+                }
+                for i, (brand, year) in enumerate(
+                    [
+                        ("honda", 2020),
+                        ("honda", 2023),
+                        ("toyota", 2021),
+                        ("toyota", 2024),
+                        ("suzuki", 2019),
+                        ("honda", 2024),
+                    ]
+                )
+            ],
+        )
+        yield client
+
+
+def test_filters_narrow_results(catalog: TestClient[Any]) -> None:
+    def found(filters: dict[str, Any], mode: str = "hybrid") -> list[str]:
+        response = search(
+            catalog, "cars", query="mobil bensin", filters=filters, top_k=50, mode=mode
+        )
+        return sorted(ids(response))
+
+    assert found({"metadata": {"brand": "honda"}}) == ["car-0", "car-1", "car-5"]
+    assert found({"metadata": {"brand": {"in": ["toyota", "suzuki"]}}}) == [
+        "car-2",
+        "car-3",
+        "car-4",
+    ]
+    assert found({"metadata": {"year": {"gte": 2021, "lte": 2023}}}) == ["car-1", "car-2"]
+    assert found({"metadata": {"brand": "honda", "year": {"gte": 2024}}}, "vector") == ["car-5"]
+    assert found({"metadata": {"sold": {"gte": "2024-05-01"}}}, "keyword") == ["car-4", "car-5"]
+    assert found({"document_ids": ["car-3", "nope"]}) == ["car-3"]
+
+
+def test_exact_token_wins_even_when_vector_misses(catalog: TestClient[Any]) -> None:
+    add(catalog, "cars", [{"id": "part", "text": "Filter oli kode SKU-7781-B untuk Honda."}])
+    # The fake's vectors are random: the vector ranking is noise, keyword finds the code.
+    response = search(catalog, "cars", query="SKU-7781-B", explain=True)
+    assert ids(response)[0] == "part"
+    assert response["explain"]["intent"]["name"] == "exact_token"
+
+
+def test_updates_and_deletes_are_visible_to_the_next_search(catalog: TestClient[Any]) -> None:
+    assert ids(search(catalog, "cars", query="listrik", mode="keyword")) == []
+    catalog.put("/v1/collections/cars/documents/car-0", json={"text": "Mobil listrik baru."})
+    assert ids(search(catalog, "cars", query="listrik", mode="keyword")) == ["car-0"]
+    assert "car-0" not in ids(search(catalog, "cars", query="bensin", mode="keyword", top_k=50))
+    assert "car-0" in ids(search(catalog, "cars", query="listrik", mode="vector", top_k=50))
+    catalog.delete("/v1/collections/cars/documents/car-0")
+    assert ids(search(catalog, "cars", query="listrik", mode="keyword")) == []
+    assert "car-0" not in ids(search(catalog, "cars", query="listrik", top_k=50))
+
+
+def test_embedder_outage_degrades_hybrid_and_fails_vector(
+    catalog: TestClient[Any], fake: FakeOpenAI
+) -> None:
+    fake.fail(503, "down for maintenance", times=None)
+    response = search(catalog, "cars", query="mobil bensin")
+    assert response["degraded"] == ["vector"]
+    assert "down for maintenance" in response["warnings"][0]
+    assert response["results"] and all(
+        set(r["retrievers"]) == {"keyword"} for r in response["results"]
+    )
+    vector = catalog.post("/v1/collections/cars/search", json={"query": "mobil", "mode": "vector"})
+    assert vector.status_code == 503
+    assert "down for maintenance" in vector.json()["detail"]
+
+
+def test_selective_filter_still_returns_top_k(dsn: str, fake: FakeOpenAI) -> None:
+    """Few rows pass the filter: the HNSW scan keeps going until top_k of them are found."""
+    with client_for(dsn, fake) as client:
+        client.post("/v1/collections", json={"name": "mixed"})
+        keep = [
+            {"id": f"k{i}", "text": f"kept item {i}", "metadata": {"tag": "keep"}} for i in range(8)
+        ]
+        add(client, "mixed", keep)
+    query_vector = _bulk_rows(dsn, "mixed", 3000)
+    # Make the planner take the HNSW index even for this selective filter, as it does when
+    # its estimate is off; an exact scan would hide the problem.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        name = conn.info.dbname
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} SET enable_seqscan = off").format(sql.Identifier(name))
+        )
+    with client_for(dsn, fake) as client:
+        response = search(
+            client,
+            "mixed",
+            query="anything",
+            mode="vector",
+            top_k=5,
+            ef_search=10,
+            filters={"metadata": {"tag": "keep"}},
+        )
+    assert len(response["results"]) == 5
+    assert all(r["metadata"]["tag"] == "keep" for r in response["results"])
+
+    # The control: the same HNSW scan without iterative scans finds fewer than top_k.
+    with psycopg.connect(dsn) as conn:
+        register_vector(conn)
+        conn.execute("SET hnsw.ef_search = 10")
+        filtered = (
+            'SELECT id FROM chunks WHERE metadata @> \'{"tag": "keep"}\' '
+            "ORDER BY embedding <=> %s LIMIT 5"
+        )
+        plan = conn.execute("EXPLAIN " + filtered, (query_vector,)).fetchall()
+        assert "chunks_embedding_idx" in str(plan)
+        assert len(conn.execute(filtered, (query_vector,)).fetchall()) < 5
+
+
+def _bulk_rows(dsn: str, collection: str, count: int) -> np.ndarray:
+    """`count` chunks tagged "no" with random vectors; returns one more random vector."""
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((count + 1, DIMENSION)).astype(np.float32)
+    with psycopg.connect(dsn) as conn:
+        register_vector(conn)
+        row = conn.execute(
+            "INSERT INTO documents (collection_id, external_id, content_hash) "
+            "SELECT id, 'bulk', '' FROM collections WHERE name = %s RETURNING collection_id, id",
+            (collection,),
+        ).fetchone()
+        assert row is not None
+        with conn.cursor().copy(
+            "COPY chunks (collection_id, document_id, ordinal, content, language, metadata, "
+            "embedding) FROM STDIN"
+        ) as copy:
+            for i in range(count):
+                copy.write_row(
+                    (row[0], row[1], i, f"bulk {i}", "simple", '{"tag": "no"}', vectors[i])
+                )
+        conn.execute("ANALYZE chunks")
+    return vectors[count]
+
+
+@given(
+    query=st.one_of(
+        st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=200),
+        st.text(alphabet="&|!():*'\"\\-<>~%_;", min_size=1, max_size=40),
+        st.sampled_from(
+            [
+                "'; DROP TABLE chunks; --",
+                "a & | b",
+                "!!!",
+                "(((",
+                '"unclosed',
+                "😀🚗",
+                "*:*",
+                "SELECT * FROM pg_user",
+                "-",
+                "OR",
+                "\u0000x",
+            ]
+        ),
+    ),
+    mode=st.sampled_from(["hybrid", "keyword"]),
+)
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_any_query_text_returns_results_or_nothing(
+    catalog: TestClient[Any], query: str, mode: str
+) -> None:
+    response = catalog.post("/v1/collections/cars/search", json={"query": query, "mode": mode})
+    if query.replace("\x00", " ").strip():
+        assert response.status_code == 200, response.text
+        assert isinstance(response.json()["results"], list)
+    else:
+        assert response.status_code == 422
+
+
+def test_cli_search_prints_a_table_and_json(
+    dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    with client_for(dsn, fake) as client:
+        client.post("/v1/collections", json={"name": "cli", "language": "english"})
+        add(client, "cli", [{"id": "one", "title": "Harbour", "text": "Boats moor here."}])
+    env = {**clean_env, "DATABASE_URL": dsn, "CARI_EMBEDDING_MAX_RETRIES": "0"}
+    env.update({f"CARI_{k.upper()}": str(v) for k, v in fake.settings().items()})
+    base = [sys.executable, "-m", "cari.cli", "search", "boats", "-c", "cli"]
+    table = subprocess.run(base, env=env, capture_output=True, text=True, check=False)
+    assert table.returncode == 0, table.stderr
+    assert "one" in table.stdout and "Harbour" in table.stdout
+    raw = subprocess.run(
+        [*base, "--json", "--explain", "--mode", "keyword"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    response = json.loads(raw.stdout)
+    assert [r["document_id"] for r in response["results"]] == ["one"]
+    assert response["explain"]["mode"] == "keyword"
+    missing = subprocess.run(
+        [sys.executable, "-m", "cari.cli", "search", " ", "-c", "cli"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == "Error: query: is empty"
