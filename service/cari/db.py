@@ -46,9 +46,12 @@ def make_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
         timeout=settings.pool_timeout_s,
         open=False,
         configure=_configure,
+        # Autocommit: a lone read is one round trip, not BEGIN + query + COMMIT; writes that
+        # belong together say so with `conn.transaction()`.
         kwargs={
+            "autocommit": True,
             "options": f"-c statement_timeout={settings.statement_timeout_ms}"
-            f" -c hnsw.ef_search={settings.hnsw_ef_search}"
+            f" -c hnsw.ef_search={settings.hnsw_ef_search}",
         },
         name="cari",
     )

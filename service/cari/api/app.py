@@ -47,7 +47,7 @@ STATUS = {
 
 
 async def provide_conn(state: State) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    """One pooled connection per request; committed when the handler returns."""
+    """One pooled connection per request (autocommit: the core opens transactions)."""
     pool: AsyncConnectionPool = state.pool
     async with pool.connection() as conn:
         yield conn

@@ -142,7 +142,7 @@ async def reembed(
         vectors = await embedder.embed_documents(
             [store.embedding_text(title, content) for _, title, content in rows]
         )
-        async with pool.connection() as conn, conn.cursor() as cur:
+        async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             await cur.executemany(
                 query("chunk_set_embedding"),
                 [{"id": row[0], "embedding": v} for row, v in zip(rows, vectors, strict=True)],

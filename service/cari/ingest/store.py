@@ -159,7 +159,7 @@ async def write_documents(
 
 async def get_document(conn: Conn, collection: CollectionRef, external_id: str) -> dict[str, Any]:
     """The document with its chunks (text, token count, whether embedded)."""
-    async with conn.cursor(row_factory=dict_row) as cur:
+    async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
             query("document_get"),
             {"collection_id": collection.id, "external_id": external_id},

@@ -1,0 +1,528 @@
+"""Search latency at 100k chunks, per mode, against the same SQL run alone in the same run.
+
+    python -m bench.search [--chunks 100000] [--queries 200] [--rounds 2]
+
+For each mode (keyword, vector, hybrid) it times, one request at a time:
+
+- **service**: `await searcher.search("bench", request)` in process, the server-side path
+  (collection lookup, the retrievers on their own pooled connections in parallel, fusion, the
+  result fetch), with the query vectors already in the searcher's LRU cache, so the query
+  embedding is excluded;
+- **SQL alone**: every statement the service runs, with the same parameters (collection id,
+  language, candidates 40, ef_search 40), on two connections held for the whole run in
+  autocommit: the collection lookup; then keyword is `search_keyword` (one round trip), vector
+  is `search_vector_settings` + `search_vector` in a transaction, hybrid is both at once on the
+  two connections (`asyncio.gather`); then the fetch of the top 10 chunks. The ratio
+  service/SQL is what the service adds: pool, Python, fusion, serialisation.
+
+Service and SQL alone alternate query by query (which goes first alternates too), so both see
+the same cache state and CPU speed. One warm-up pass, then `--rounds` measured passes.
+
+Corpus. Real embeddings of 100k chunks would take hours with the local model (~4 chunks/s on
+2 cores), so the rows are synthesised from real data:
+
+- passages: every document of the English sets (cranfield, cisi, cacm, med) and of TyDi QA
+  Indonesian, 11,745 in all (two empty records skipped; a cacm record without abstract is
+  its title);
+- base vectors: 400 passages sampled at random (seed 0), cut to their first 100 words, embedded
+  with the real local model (`LocalEmbedder`, passage mode, title + text as Cari embeds chunks);
+  cached in `bench/.cache/` under the model's name and a hash of the texts;
+- rows: row i takes passage i mod 11,745 (so each passage appears ~8.5 times at 100k). Its
+  first copy is the passage as it is; later copies shuffle its sentences and, half the time,
+  replace one by another sentence of the same passage. Text is capped at 350 words (one chunk)
+  and ends with a marker `[i]`. Metadata `{"source": dataset, "n": i}`; one document per
+  passage (its copies are the document's chunks, ordinal = copy number);
+- vectors: the base vector of a random base passage + Gaussian noise, sigma 0.04 per dimension,
+  re-normalised (noise norm ~0.78: a row keeps cosine ~0.79 with its base, ~0.62 with a row of
+  the same base, ~0.46 with a row of another; real e5 vectors of unrelated passages are ~0.75
+  apart; the run prints the measured values).
+
+Loaded with one binary COPY into one collection (language `simple`, the default) with the HNSW
+index dropped, then the index is built once and the table vacuumed and analysed (`VACUUM
+(ANALYZE)`: the state autovacuum leaves a table in; it also flushes the GIN pending list).
+
+Queries: `--queries` real questions taken in turn from the five sets' `queries.jsonl`.
+Settings: `reembed_interval_s=0, statement_timeout_ms=0`, defaults otherwise (top_k 10 asked).
+Runs on DATABASE_URL if set (in a fresh database `cari_bench_search`), else on a throwaway
+embedded server in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import atexit
+import gc
+import hashlib
+import json
+import random
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+from psycopg import sql
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from bench.ingest import fresh_database
+from cari import db, embedded, migrations
+from cari.embed import LocalEmbedder
+from cari.ingest import store
+from cari.queries import query
+from cari.search.engine import Mode, Searcher, SearchRequest
+from cari.settings import Settings, load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = ROOT.parent / "shared" / "eval" / "datasets"
+SETS = ["cranfield", "cisi", "cacm", "med", "tydiqa-goldp-id"]
+CACHE = Path(__file__).resolve().parent / ".cache"
+DATABASE = "cari_bench_search"
+COLLECTION = "bench"
+MODES: list[Mode] = ["keyword", "vector", "hybrid"]
+T = TypeVar("T")
+
+BASE_SAMPLE = 400
+BASE_WORDS = 100
+SIGMA = 0.04
+ROW_WORDS = 350
+TOP_K = 10
+SEED = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    dataset: str
+    external_id: str
+    title: str
+    text: str
+    sentences: list[str]
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def load_passages() -> list[Passage]:
+    passages = []
+    for name in SETS:
+        with (DATASETS / name / "corpus.jsonl").open() as corpus:
+            for line in corpus:
+                row = json.loads(line)
+                title = " ".join(str(row.get("title") or "").split())
+                text = " ".join(str(row.get("text") or "").split()) or title
+                if not text:
+                    continue
+                sentences = [s for s in _SENTENCE_END.split(text) if s]
+                passages.append(Passage(name, f"{name}:{row['_id']}", title, text, sentences))
+    return passages
+
+
+def load_queries(count: int) -> list[str]:
+    """`count` distinct questions, taken in turn from each set's queries.jsonl."""
+
+    def texts(name: str) -> Iterator[str]:
+        with (DATASETS / name / "queries.jsonl").open() as lines:
+            for line in lines:
+                yield " ".join(str(json.loads(line)["text"]).split())
+
+    sources = [texts(name) for name in SETS]
+    chosen: list[str] = []
+    seen: set[str] = set()
+    while len(chosen) < count and sources:
+        for source in list(sources):
+            text = next(source, None)
+            if text is None:
+                sources.remove(source)
+            elif text and text not in seen:
+                seen.add(text)
+                chosen.append(text)
+                if len(chosen) == count:
+                    break
+    return chosen
+
+
+async def base_vectors(embedder: LocalEmbedder, passages: list[Passage]) -> np.ndarray:
+    """Real embeddings of a random sample of passages (first words only), cached on disk."""
+    sample = random.Random(SEED).sample(range(len(passages)), BASE_SAMPLE)
+    texts = [
+        store.embedding_text(passages[i].title, " ".join(passages[i].text.split()[:BASE_WORDS]))
+        for i in sample
+    ]
+    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:16]
+    path = CACHE / f"base-{embedder.model_name}-{BASE_SAMPLE}x{BASE_WORDS}-{digest}.npz"
+    if path.exists():
+        print(f"base vectors: {BASE_SAMPLE} from cache {path.relative_to(ROOT)}")
+        return np.load(path)["vectors"]
+    started = time.perf_counter()
+    vectors = np.stack(await embedder.embed_documents(texts)).astype(np.float32)
+    took = time.perf_counter() - started
+    print(
+        f"base vectors: embedded {BASE_SAMPLE} passages with {embedder.model_name} in {took:.0f} s"
+    )
+    CACHE.mkdir(exist_ok=True)
+    np.savez(path, vectors=vectors)
+    return vectors
+
+
+def synthetic_vectors(base: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(SEED)
+    owner = rng.integers(0, len(base), size=count)
+    vectors = base[owner] + rng.standard_normal((count, base.shape[1]), dtype=np.float32) * SIGMA
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors.astype(np.float32), owner
+
+
+def row_text(passage: Passage, copy: int, i: int, rng: random.Random) -> str:
+    sentences = passage.sentences
+    if copy > 0 and len(sentences) > 1:
+        sentences = sentences.copy()
+        rng.shuffle(sentences)
+        if rng.random() < 0.5:
+            sentences[rng.randrange(len(sentences))] = rng.choice(passage.sentences)
+    words = " ".join(sentences).split()[:ROW_WORDS]
+    return f"{' '.join(words)} [{i}]"
+
+
+async def load_corpus(
+    pool: AsyncConnectionPool, settings: Settings, passages: list[Passage], vectors: np.ndarray
+) -> None:
+    rng = random.Random(SEED)
+    async with pool.connection() as conn:
+        await conn.execute("INSERT INTO collections (name) VALUES (%s)", (COLLECTION,))
+        collection = await store.collection_ref(conn, COLLECTION)
+        await conn.execute(query("chunks_vector_index_drop"))
+        await conn.commit()
+
+        started = time.perf_counter()
+        used = passages[: len(vectors)]
+        cur = await conn.execute(
+            "INSERT INTO documents (collection_id, external_id, title, content_hash) "
+            "SELECT %s, e, t, '' FROM unnest(%s::text[], %s::text[]) AS u (e, t) "
+            "RETURNING external_id, id",
+            (collection.id, [p.external_id for p in used], [p.title for p in used]),
+        )
+        document_ids = dict(await cur.fetchall())
+        async with conn.cursor().copy(query("chunks_copy")) as copy:
+            copy.set_types(store.CHUNK_COLUMN_TYPES)
+            for i in range(len(vectors)):
+                passage = passages[i % len(passages)]
+                ordinal = i // len(passages)
+                text = row_text(passage, ordinal, i, rng)
+                await copy.write_row(
+                    (
+                        collection.id,
+                        document_ids[passage.external_id],
+                        ordinal,
+                        passage.title,
+                        text,
+                        Jsonb({"source": passage.dataset, "n": i}),
+                        collection.language,
+                        round(len(text.split()) * 1.4),
+                        vectors[i],
+                    )
+                )
+        await conn.commit()
+        loaded = time.perf_counter()
+        print(
+            f"load: {len(document_ids)} documents, {len(vectors)} chunks by binary COPY "
+            f"(GIN maintained, HNSW dropped) in {loaded - started:.1f} s "
+            f"({len(vectors) / (loaded - started):,.0f} rows/s)"
+        )
+        async with conn.transaction():
+            await conn.execute(migrations.vector_indexes_statement(settings))
+        built = time.perf_counter()
+        print(
+            f"HNSW build (m {settings.hnsw_m}, ef_construction {settings.hnsw_ef_construction}) "
+            f"in {built - loaded:.1f} s"
+        )
+        await conn.set_autocommit(True)
+        await conn.execute("VACUUM (ANALYZE) chunks")
+        await conn.set_autocommit(False)
+        print(f"VACUUM (ANALYZE) chunks in {time.perf_counter() - built:.1f} s")
+
+
+class SqlAlone:
+    """Every statement the service runs for a search, bare, on two held connections: the
+    collection lookup, the retriever(s) (both at once for hybrid), the fetch of the top 10."""
+
+    def __init__(self, conns: list[Any], collection_id: int, language: int, settings: Settings):
+        self.a, self.b = conns
+        empty = sql.SQL("")
+        self.keyword_statement = sql.SQL(query("search_keyword")).format(filters=empty)
+        self.vector_statement = sql.SQL(query("search_vector")).format(filters=empty)
+        self.params = {"collection_id": collection_id, "candidates": settings.search_candidates}
+        self.language = language
+        self.ef_search = settings.hnsw_ef_search
+        self.vectors: dict[str, np.ndarray] = {}
+
+    async def keyword(self, text: str, conn: Any = None) -> list[Any]:
+        cur = await (conn or self.a).execute(
+            self.keyword_statement, {**self.params, "query": text, "language": self.language}
+        )
+        return await cur.fetchall()
+
+    async def vector(self, text: str, conn: Any = None) -> list[Any]:
+        conn = conn or self.a
+        async with conn.transaction():
+            await conn.execute(query("search_vector_settings"), {"ef_search": self.ef_search})
+            cur = await conn.execute(
+                self.vector_statement, {**self.params, "vector": self.vectors[text]}
+            )
+            return await cur.fetchall()
+
+    async def hybrid(self, text: str) -> list[Any]:
+        keyword, vector = await asyncio.gather(self.keyword(text), self.vector(text, self.b))
+        return [keyword, vector]
+
+    def run(self, mode: Mode, text: str) -> Awaitable[list[Any]]:
+        return self.request(mode, text)
+
+    async def request(self, mode: Mode, text: str) -> list[Any]:
+        await self.a.execute(query("collection_for_search"), {"name": COLLECTION})
+        retrieve = {"keyword": self.keyword, "vector": self.vector, "hybrid": self.hybrid}[mode]
+        found = await retrieve(text)
+        lists = found if mode == "hybrid" else [found]
+        top = list(dict.fromkeys(row[0] for rows in lists for row in rows))[:10]
+        if top:
+            cur = await self.a.execute(query("chunks_for_results"), {"ids": top})
+            await cur.fetchall()
+        return found
+
+
+async def timed(work: Awaitable[T]) -> tuple[float, T]:
+    """Milliseconds from now until `work` (a coroutine not started yet) is done, and its value."""
+    started = time.perf_counter()
+    value = await work
+    return (time.perf_counter() - started) * 1000, value
+
+
+async def run(chunks: int, query_count: int, rounds: int) -> None:
+    began = time.perf_counter()
+    settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
+    if settings.database_url:
+        server = settings.database_url
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="cari-bench-"))
+        # Registered before the server's own exit handler, so it runs after the server stops.
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        server = embedded.start(folder)
+    dsn = fresh_database(server, DATABASE)
+    migrations.upgrade(dsn, settings)
+    pool = db.make_pool(dsn, settings)
+    await pool.open(wait=True)
+    embedder = LocalEmbedder.from_settings(settings)
+
+    passages = load_passages()
+    print(f"passages: {len(passages)} from {', '.join(SETS)}")
+    base = await base_vectors(embedder, passages)
+    vectors, owner = synthetic_vectors(base, chunks)
+    check = np.random.default_rng(1).integers(0, chunks, size=(2000, 2))
+    own = float(np.mean(np.sum(vectors[check[:, 0]] * base[owner[check[:, 0]]], axis=1)))
+    pairs = check[owner[check[:, 0]] != owner[check[:, 1]]]
+    other = float(np.mean(np.sum(vectors[pairs[:, 0]] * vectors[pairs[:, 1]], axis=1)))
+    base_cos = base @ base.T
+    print(
+        f"vectors: base + N(0, {SIGMA}^2) per dimension, re-normalised; mean cosine row-own base "
+        f"{own:.3f}, rows of different bases {other:.3f}, between bases "
+        f"{float(base_cos[~np.eye(len(base), dtype=bool)].mean()):.3f}"
+    )
+    await load_corpus(pool, settings, passages, vectors)
+    del vectors, owner, base_cos
+
+    searcher = Searcher(pool, embedder, settings)
+    queries = load_queries(query_count)
+    started = time.perf_counter()
+    sql_alone_vectors: dict[str, np.ndarray] = {}
+    for text in queries:
+        key = text.replace("\x00", " ").strip()  # as Searcher.search normalises it
+        sql_alone_vectors[text], _ = await searcher.vectors.get(key)
+    print(
+        f"queries: {len(queries)} embedded once with the real model in "
+        f"{time.perf_counter() - started:.1f} s, pre-warmed in the searcher's cache"
+    )
+
+    async with pool.connection() as conn:
+        cur = await conn.execute(query("collection_for_search"), {"name": COLLECTION})
+        row = await cur.fetchone()
+        assert row is not None
+        collection_id, language = int(row[0]), int(row[1])
+        cur = await conn.execute(
+            "SELECT count(*), version(), "
+            "(SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
+            "pg_size_pretty(pg_total_relation_size('chunks')), "
+            "current_setting('shared_buffers') FROM chunks"
+        )
+        rows, version, pgvector, size, shared_buffers = await cur.fetchone() or ()
+
+    gc.collect()
+    gc.freeze()
+    service: dict[Mode, list[float]] = {m: [] for m in MODES}
+    alone: dict[Mode, list[float]] = {m: [] for m in MODES}
+    hits: dict[Mode, list[int]] = {m: [] for m in MODES}
+    keyword_candidates: list[int] = []
+    async with pool.connection() as a, pool.connection() as b:
+        # Autocommit: a lone statement is one round trip; the vector pair gets BEGIN/COMMIT.
+        await a.set_autocommit(True)
+        await b.set_autocommit(True)
+        bare = SqlAlone([a, b], collection_id, language, settings)
+        bare.vectors = sql_alone_vectors
+        measure_started = time.perf_counter()
+        for round_ in range(rounds + 1):  # round 0 is the warm-up
+            for n, text in enumerate(queries):
+                for mode in MODES:
+                    request = SearchRequest(query=text, mode=mode, top_k=TOP_K)
+                    if (n + round_) % 2:
+                        served_ms, response = await timed(searcher.search(COLLECTION, request))
+                        alone_ms, rows_ = await timed(bare.run(mode, text))
+                    else:
+                        alone_ms, rows_ = await timed(bare.run(mode, text))
+                        served_ms, response = await timed(searcher.search(COLLECTION, request))
+                    if round_ == 0:
+                        continue
+                    service[mode].append(served_ms)
+                    alone[mode].append(alone_ms)
+                    if round_ == 1:
+                        hits[mode].append(len(response.results))
+                        if mode == "keyword":
+                            keyword_candidates.append(len(rows_))
+        measured = time.perf_counter() - measure_started
+
+        # Where the service's time goes: its own stage timings (explain=True), one extra pass.
+        stages: dict[Mode, dict[str, list[float]]] = {m: {} for m in MODES}
+        for text in queries:
+            for mode in MODES:
+                response = await searcher.search(
+                    COLLECTION, SearchRequest(query=text, mode=mode, top_k=TOP_K, explain=True)
+                )
+                assert response.explain is not None
+                for stage, ms in response.explain["timings_ms"].items():
+                    stages[mode].setdefault(stage, []).append(ms)
+
+        explain_keyword = await explain(
+            a,
+            sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + bare.keyword_statement,
+            {**bare.params, "query": queries[0], "language": language},
+        )
+        async with a.transaction():
+            await a.execute(query("search_vector_settings"), {"ef_search": bare.ef_search})
+            explain_vector = await explain(
+                a,
+                sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + bare.vector_statement,
+                {**bare.params, "vector": bare.vectors[queries[0]]},
+            )
+        hybrid = await searcher.search(
+            COLLECTION, SearchRequest(query=queries[0], mode="hybrid", top_k=TOP_K)
+        )
+        explain_fetch = await explain(
+            a,
+            sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + sql.SQL(query("chunks_for_results")),
+            {"ids": [r.chunk_id for r in hybrid.results]},
+        )
+
+        # The floor under any extra statement: one round trip, on a held or a borrowed connection.
+        held, borrowed = [], []
+        for _ in range(200):
+            held.append((await timed(a.execute("SELECT 1")))[0])
+            borrowed.append((await timed(select_one(pool)))[0])
+        await a.set_autocommit(False)
+        await b.set_autocommit(False)
+    gc.unfreeze()
+
+    print()
+    print(f"PostgreSQL: {version}")
+    print(
+        f"pgvector {pgvector}; chunks: {rows:,} rows, {size} with indexes; "
+        f"shared_buffers {shared_buffers}"
+    )
+    print(
+        f"{len(queries)} queries x {rounds} round(s) per mode after 1 warm-up round, one at a "
+        f"time; top_k {TOP_K}, candidates {settings.search_candidates}, ef_search "
+        f"{settings.hnsw_ef_search}; query embedding excluded; measuring took {measured:.0f} s"
+    )
+    empty = sum(1 for c in keyword_candidates if c == 0)
+    print(
+        f"keyword candidates per query: mean {np.mean(keyword_candidates):.1f}, "
+        f"{empty} of {len(keyword_candidates)} queries match nothing; results per request: "
+        + ", ".join(f"{m} {np.mean(hits[m]):.1f}" for m in MODES)
+    )
+    print()
+    print(
+        f"{'mode':<8} {'service p50':>12} {'p95':>7}   {'SQL alone p50':>14} {'p95':>7}   "
+        f"{'ratio p50':>10} {'p95':>6}"
+    )
+    ratios: dict[Mode, tuple[float, float]] = {}
+    p95s: dict[Mode, float] = {}
+    for mode in MODES:
+        s50, s95 = np.percentile(service[mode], [50, 95])
+        q50, q95 = np.percentile(alone[mode], [50, 95])
+        ratios[mode] = (s50 / q50, s95 / q95)
+        p95s[mode] = float(s95)
+        print(
+            f"{mode:<8} {s50:9.2f} ms {s95:7.2f}   {q50:11.2f} ms {q95:7.2f}   "
+            f"{s50 / q50:10.2f} {s95 / q95:6.2f}"
+        )
+    worst = max(max(r) for r in ratios.values())
+    print()
+    print(
+        f"targets: ratio service/SQL <= 1.3 -> worst {worst:.2f} "
+        f"{'MET' if worst <= 1.3 else 'MISSED'}; hybrid p95 <= 25 ms -> "
+        f"{p95s['hybrid']:.2f} ms {'MET' if p95s['hybrid'] <= 25 else 'MISSED'}"
+    )
+    print()
+    print("service stages, p50 / p95 ms (explain=True timings, separate pass):")
+    for mode in MODES:
+        parts = [
+            f"{stage} {np.percentile(v, 50):.2f} / {np.percentile(v, 95):.2f}"
+            for stage, v in stages[mode].items()
+        ]
+        print(f"  {mode:<8} " + "; ".join(parts))
+    print()
+    print(f"EXPLAIN (ANALYZE, BUFFERS) keyword, query {queries[0]!r}:")
+    print("\n".join(f"  {line}" for line in explain_keyword))
+    print()
+    print(f"EXPLAIN (ANALYZE, BUFFERS) vector (ef_search {bare.ef_search}), same query:")
+    print("\n".join(f"  {line}" for line in explain_vector))
+    print()
+    print(f"EXPLAIN (ANALYZE, BUFFERS) result fetch of the hybrid top {TOP_K}, same query:")
+    print("\n".join(f"  {line}" for line in explain_fetch))
+    print()
+    print(
+        f"SELECT 1 p50: {np.percentile(held, 50):.3f} ms on a held autocommit connection "
+        f"(one round trip); {np.percentile(borrowed, 50):.3f} ms borrowing a pooled one as the "
+        "service does (BEGIN, SELECT 1, COMMIT: three round trips)"
+    )
+    print()
+    print(f"total runtime {time.perf_counter() - began:.0f} s")
+    await pool.close()
+
+
+_VECTOR_LITERAL = re.compile(r"'\[[-0-9.e,]+\]'::vector")
+
+
+async def explain(conn: Any, statement: sql.Composable, params: dict[str, Any]) -> list[str]:
+    """The plan's lines, with the query vector's 384 numbers elided."""
+    cur = await conn.execute(statement, params)
+    return [_VECTOR_LITERAL.sub("'[...]'::vector", str(row[0])) for row in await cur.fetchall()]
+
+
+async def select_one(pool: AsyncConnectionPool) -> None:
+    async with pool.connection() as conn:
+        await conn.execute("SELECT 1")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    asyncio.run(run(args.chunks, args.queries, args.rounds))
+
+
+if __name__ == "__main__":
+    main()
