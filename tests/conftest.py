@@ -12,14 +12,18 @@ import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from litestar.testing import TestClient
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from cari import embedded, migrations
-from cari.settings import Settings
+from cari.api import create_app
+from cari.settings import LOCAL_EMBEDDING_DIMENSION, Settings
+from tests.fake_openai import FakeOpenAI
 
 TEMPLATE = f"cari_template_{os.getpid()}"
 _numbers = itertools.count()
@@ -64,6 +68,30 @@ def database_dsn(server_url: str, name: str) -> str:
 def settings_for(dsn: str, **overrides: object) -> Settings:
     """Settings for a test: pointed at `dsn`, nothing read from the developer's `.env`."""
     return Settings(_env_file=None, database_url=dsn, **overrides)  # type: ignore[call-arg]
+
+
+def app_client(dsn: str, fake: FakeOpenAI | None = None, **overrides: Any) -> TestClient[Any]:
+    """The HTTP app on `dsn`; with `fake`, embeddings come from that local server. No
+    background re-embedding and no retries unless a test asks for them."""
+    values: dict[str, Any] = {"reembed_interval_s": 0, "embedding_max_retries": 0}
+    if fake is not None:
+        values.update(fake.settings())
+    values.update(overrides)
+    return TestClient(create_app(settings_for(dsn, **values), dsn))
+
+
+def cli_env(clean_env: dict[str, str], dsn: str, fake: FakeOpenAI) -> dict[str, str]:
+    """Environment for a `cari` subprocess on `dsn`, embedding through `fake`."""
+    env = {**clean_env, "DATABASE_URL": dsn, "CARI_EMBEDDING_MAX_RETRIES": "0"}
+    env.update({f"CARI_{k.upper()}": str(v) for k, v in fake.settings().items()})
+    return env
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    """A local OpenAI-compatible embedding server as wide as the migrated columns."""
+    with FakeOpenAI(dimension=LOCAL_EMBEDDING_DIMENSION) as server:
+        yield server
 
 
 def _admin(server_url: str) -> psycopg.Connection[tuple[object, ...]]:

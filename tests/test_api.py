@@ -7,17 +7,12 @@ import psycopg
 import pytest
 from litestar.testing import TestClient
 
-from cari.api import create_app
-from tests.conftest import settings_for
-
-
-def client_for(dsn: str, **settings: Any) -> TestClient[Any]:
-    return TestClient(create_app(settings_for(dsn, **settings), dsn))
+from tests.conftest import app_client
 
 
 @pytest.fixture
 def client(dsn: str) -> Iterator[TestClient[Any]]:
-    with client_for(dsn) as test_client:
+    with app_client(dsn) as test_client:
         yield test_client
 
 
@@ -131,7 +126,7 @@ def test_malformed_json_is_a_client_error(client: TestClient[Any]) -> None:
 
 
 def test_api_keys_guard_v1_only(dsn: str) -> None:
-    with client_for(dsn, api_keys="first,second") as client:
+    with app_client(dsn, api_keys="first,second") as client:
         assert client.get("/v1/collections").status_code == 401
         wrong = client.get("/v1/collections", headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401
@@ -153,7 +148,7 @@ def test_ready_when_migrated(client: TestClient[Any]) -> None:
 
 
 def test_not_ready_when_not_migrated(empty_dsn: str) -> None:
-    with client_for(empty_dsn) as client:
+    with app_client(empty_dsn) as client:
         response = client.get("/readyz")
     assert response.status_code == 503
     assert "cari migrate" in response.json()["reason"]
@@ -161,7 +156,7 @@ def test_not_ready_when_not_migrated(empty_dsn: str) -> None:
 
 def test_not_ready_when_database_unreachable() -> None:
     dsn = "postgresql://cari@127.0.0.1:9/cari?connect_timeout=1"
-    with client_for(dsn, pool_timeout_s=1) as client:
+    with app_client(dsn, pool_timeout_s=1) as client:
         assert client.get("/healthz").status_code == 200
         response = client.get("/readyz")
         assert response.status_code == 503
@@ -180,7 +175,7 @@ def test_openapi_schema_and_docs(client: TestClient[Any]) -> None:
 
 
 def test_pool_applies_session_settings(dsn: str) -> None:
-    with client_for(dsn, hnsw_ef_search=123, statement_timeout_ms=4567) as client:
+    with app_client(dsn, hnsw_ef_search=123, statement_timeout_ms=4567) as client:
         pool = client.app.state.pool
         values = client.blocking_portal.call(_show_settings, pool)
     assert values == ("123", "4567ms")

