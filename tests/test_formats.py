@@ -92,8 +92,13 @@ def test_text_is_kept_and_has_no_title() -> None:
 def test_invalid_utf8_names_the_byte() -> None:
     with pytest.raises(InvalidInput, match=r"^content: not valid UTF-8 \(.* at byte 6\)$"):
         parse(b"\xef\xbb\xbfabc\xffdef", "text", name="x")
-    with pytest.raises(InvalidInput, match="at byte 0"):
-        parse(b"\xc3", "jsonl", name="x")
+    # In JSON Lines only the bad line is rejected; the others still load.
+    good = b'{"id": "a", "text": "fine"}'
+    first, second = parse(b"\xc3\n" + good, "jsonl", name="x")
+    assert first == Rejected(
+        "line 1", None, "content: not valid UTF-8 (invalid continuation byte at byte 0)"
+    )
+    assert isinstance(second, ParsedDocument) and second.id == "a"
 
 
 @pytest.mark.parametrize("fmt", ["text", "markdown", "html"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import sys
@@ -64,32 +65,45 @@ def expand(arguments: Sequence[str]) -> list[Source]:
 def read(source: Source, max_bytes: int) -> Iterator[NewDocument | Failure]:
     """The documents of one source; a bad file or record becomes a Failure, not an exception."""
     try:
-        if source.path is None:
-            data, fmt = sys.stdin.buffer.read(), "jsonl"
-        else:
-            fmt = formats.detect_format(source.path.name)
-            if fmt != "jsonl" and source.path.stat().st_size > max_bytes:
-                raise InvalidInput("content", f"file is over the {max_bytes}-byte limit")
-            data = source.path.read_bytes()
-        for item in formats.parse(data, fmt, name=source.name):
-            if isinstance(item, formats.Rejected):
-                yield Failure(f"{source.name} {item.where}", item.reason)
-            elif fmt == "jsonl" and _text_size(item) > max_bytes:
-                yield Failure(
-                    f"{source.name} id {item.id}", f"text: over the {max_bytes}-byte limit"
-                )
-            else:
-                document = _document(item, source)
-                try:
-                    store.check_storable(document)
-                except InvalidInput as exc:
-                    yield Failure(f"{source.name} id {item.id}", exc.message)
-                    continue
-                yield document
+        with contextlib.ExitStack() as files:
+            yield from _read(source, max_bytes, files)
     except CariError as exc:
         yield Failure(source.name, exc.message)
     except OSError as exc:
         yield Failure(source.name, exc.strerror or str(exc))
+
+
+def _items(
+    source: Source, max_bytes: int, files: contextlib.ExitStack
+) -> tuple[str, Iterator[formats.ParsedDocument | formats.Rejected]]:
+    """The format and parsed items; JSON Lines stream line by line, whatever their size."""
+    if source.path is None:
+        return "jsonl", formats.parse_jsonl(sys.stdin.buffer)
+    fmt = formats.detect_format(source.path.name)
+    if fmt == "jsonl":
+        return fmt, formats.parse_jsonl(files.enter_context(source.path.open("rb")))
+    if source.path.stat().st_size > max_bytes:
+        raise InvalidInput("content", f"file is over the {max_bytes}-byte limit")
+    return fmt, formats.parse(source.path.read_bytes(), fmt, name=source.name)
+
+
+def _read(
+    source: Source, max_bytes: int, files: contextlib.ExitStack
+) -> Iterator[NewDocument | Failure]:
+    fmt, items = _items(source, max_bytes, files)
+    for item in items:
+        if isinstance(item, formats.Rejected):
+            yield Failure(f"{source.name} {item.where}", item.reason)
+        elif fmt == "jsonl" and _text_size(item) > max_bytes:
+            yield Failure(f"{source.name} id {item.id}", f"text: over the {max_bytes}-byte limit")
+        else:
+            document = _document(item, source)
+            try:
+                store.check_storable(document)
+            except InvalidInput as exc:
+                yield Failure(f"{source.name} id {item.id}", exc.message)
+                continue
+            yield document
 
 
 def _text_size(document: formats.ParsedDocument) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import PurePath
@@ -78,9 +78,9 @@ def parse(data: bytes, fmt: str, *, name: str) -> Iterator[ParsedDocument | Reje
         raise InvalidInput("format", f"must be one of {', '.join(FORMATS)}")
     if fmt == "pdf":
         return iter([_pdf(data, name)])
-    text = _decode(data)
     if fmt == "jsonl":
-        return _jsonl(text)
+        return parse_jsonl(io.BytesIO(data))
+    text = _decode(data)
     if fmt == "markdown":
         body = _HTML_COMMENT.sub("", text)
         title = _markdown_title(body)
@@ -206,11 +206,21 @@ def _html(text: str) -> tuple[str, str]:
 # -- JSON Lines --------------------------------------------------------------------------------
 
 
-def _jsonl(text: str) -> Iterator[ParsedDocument | Rejected]:
-    # Split on "\n" only: str.splitlines() would also break at U+2028 inside JSON strings.
-    for number, line in enumerate(text.split("\n"), 1):
+def parse_jsonl(lines: Iterable[bytes]) -> Iterator[ParsedDocument | Rejected]:
+    """JSON Lines one line at a time (a file or a pipe of any size streams through); a line
+    that is not valid UTF-8 is rejected like any other bad record."""
+    # Binary lines split on b"\n" only: U+2028 inside a JSON string is not a line end.
+    for number, raw in enumerate(lines, 1):
+        where = f"line {number}"
+        try:
+            line = (raw.removeprefix(b"\xef\xbb\xbf") if number == 1 else raw).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield Rejected(
+                where, None, f"content: not valid UTF-8 ({exc.reason} at byte {exc.start})"
+            )
+            continue
         if line.strip():
-            yield _record(line, f"line {number}")
+            yield _record(line, where)
 
 
 def _record(line: str, where: str) -> ParsedDocument | Rejected:
