@@ -195,6 +195,13 @@ def test_invalid_utf8_body_is_a_client_error(client: TestClient[Any]) -> None:
     assert "Traceback" not in response.text
 
 
+def test_document_over_the_size_limit_is_named_not_413(client: TestClient[Any]) -> None:
+    text = "a" * (10 * 1024 * 1024 + 1)  # the default limit, plus one byte
+    response = client.post("/v1/collections/kb/documents", json={"id": "huge", "text": text})
+    assert response.status_code == 422
+    assert response.json()["detail"] == ("text: is 10485761 bytes, over the 10485760-byte limit")
+
+
 def test_batch_limit_and_unknown_collection(dsn: str, fake: FakeOpenAI) -> None:
     with app_client(dsn, fake, max_batch_documents=2) as client:
         client.post("/v1/collections", json={"name": "kb"})

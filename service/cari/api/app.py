@@ -97,6 +97,9 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
     )
     return Litestar(
         route_handlers=[healthz, readyz, v1],
+        # Room for a document at the size limit after JSON escaping, so the limit is reported
+        # per document (422 naming it) rather than as a bare 413 for the whole body.
+        request_max_body_size=max(4 * settings.max_document_bytes, 1 << 20),
         lifespan=[lifespan],
         state=State({"settings": settings, "schema_head": migrations.head()}),
         exception_handlers={
