@@ -173,3 +173,17 @@ def test_unknown_revision_is_one_line(dsn: str, clean_env: dict[str, str]) -> No
     assert result.returncode == 1
     assert result.stderr.startswith("Error: revision: ")
     assert "Traceback" not in result.stderr
+
+
+def test_embedder_misconfiguration_is_one_line(dsn: str, clean_env: dict[str, str]) -> None:
+    env = {
+        **clean_env,
+        "DATABASE_URL": dsn,
+        "CARI_EMBEDDER": "openai",
+        "CARI_EMBEDDING_DIMENSIONS": "384",
+    }
+    result = run(["serve"], env)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: ") and "CARI_EMBEDDING_MODEL" in lines[0]

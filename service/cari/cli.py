@@ -76,13 +76,14 @@ def serve(host: str | None, port: int | None, allow_unauthenticated: bool | None
     settings = _settings(host=host, port=port, allow_unauthenticated=allow_unauthenticated)
     settings.check_bind(settings.host)
     dsn = _migrated_database(settings)
+    app = create_app(settings, dsn)
     where = "external server" if settings.database_url else f"embedded, data in {settings.data_dir}"
     access = "API keys required" if settings.api_keys else "no API keys (open API)"
     click.echo(f"cari: database {where}; {access}", err=True)
     # Uvicorn re-raises SIGTERM after its graceful shutdown; exiting normally instead lets the
     # embedded server be stopped when this was its last user.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    uvicorn.run(create_app(settings, dsn), host=settings.host, port=settings.port)
+    uvicorn.run(app, host=settings.host, port=settings.port)
 
 
 @main.command(help="Upgrade the database schema (or downgrade with --downgrade).")

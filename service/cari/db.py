@@ -27,7 +27,7 @@ def check_reachable(dsn: str) -> None:
         with psycopg.connect(dsn, connect_timeout=5):
             pass
     except psycopg.OperationalError as exc:
-        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        reason = " ".join(line.strip() for line in str(exc).splitlines()) or type(exc).__name__
         raise DatabaseUnavailable(f"cannot connect to PostgreSQL: {reason}") from None
 
 

@@ -67,6 +67,8 @@ def database_down(request: Request[Any, Any, Any], exc: Exception) -> Response[d
 
 def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
     """Build the app. Without `dsn`, the database is located (or started) at startup."""
+    # Made here, not in the lifespan, so a configuration error stops `cari serve` in one line.
+    embedder = make_embedder(settings)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -74,7 +76,6 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
         pool = db.make_pool(location, settings)
         # Do not wait: /readyz reports an unreachable database instead of the app failing.
         await pool.open(wait=False)
-        embedder = make_embedder(settings)
         app.state.pool = pool
         app.state.ingestor = Ingestor(pool, embedder, settings)
         app.state.searcher = Searcher(pool, embedder, settings)
