@@ -248,3 +248,16 @@ def test_pdf_without_text() -> None:
 def test_unreadable_pdf(data: bytes) -> None:
     with pytest.raises(InvalidInput, match=r"^content: not a readable PDF: "):
         parse(data, "pdf", name="broken.pdf")
+
+
+def test_jsonl_rejects_values_postgres_cannot_store() -> None:
+    lines = [
+        '{"id": "nan", "text": "t", "metadata": {"n": NaN}}',
+        '{"id": "big", "text": "t", "metadata": {"n": 1e400}}',
+        '{"id": "surrogate", "text": "bad \\ud800 text"}',
+        '{"id": "fine", "text": "t", "metadata": {"n": 1.5}}',
+    ]
+    items = list(parse("\n".join(lines).encode(), "jsonl", name="x.jsonl"))
+    reasons = [item.reason for item in items if isinstance(item, Rejected)]
+    assert reasons == ["record: holds NaN, Infinity or invalid Unicode (a lone surrogate)"] * 3
+    assert isinstance(items[3], ParsedDocument) and items[3].id == "fine"

@@ -202,6 +202,26 @@ def test_document_over_the_size_limit_is_named_not_413(client: TestClient[Any]) 
     assert response.json()["detail"] == ("text: is 10485761 bytes, over the 10485760-byte limit")
 
 
+def test_ids_with_slashes_and_long_path_ids(client: TestClient[Any]) -> None:
+    client.put("/v1/collections/kb/documents/notes/sub/a.md", json={"text": "Nested file."})
+    document = client.get("/v1/collections/kb/documents/notes/sub/a.md")
+    assert document.status_code == 200 and document.json()["id"] == "notes/sub/a.md"
+    assert client.delete("/v1/collections/kb/documents/notes%2Fsub%2Fa.md").status_code == 204
+    too_long = client.put("/v1/collections/kb/documents/" + "x" * 600, json={"text": "t"})
+    assert too_long.status_code == 422
+    assert too_long.json()["extra"][0]["key"] == "id"
+
+
+def test_titles_and_nul_characters(client: TestClient[Any]) -> None:
+    documents = [
+        {"id": "long-title", "title": "t" * 1001, "text": "x"},
+        {"id": "literal", "text": "x", "metadata": {"note": "the text \\u0000 is fine"}},
+    ]
+    body = client.post("/v1/collections/kb/documents", json={"documents": documents}).json()
+    assert [r["id"] for r in body["results"]] == ["literal"]
+    assert body["rejected"][0]["reason"] == "title: is 1001 characters, over the 1000 limit"
+
+
 def test_batch_limit_and_unknown_collection(dsn: str, fake: FakeOpenAI) -> None:
     with app_client(dsn, fake, max_batch_documents=2) as client:
         client.post("/v1/collections", json={"name": "kb"})

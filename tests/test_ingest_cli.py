@@ -17,7 +17,7 @@ from cari.embed import make_embedder
 from cari.ingest import files
 from cari.ingest.pipeline import chunk
 from tests.conftest import cli_env, settings_for
-from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import FakeOpenAI, Reply
 from tests.test_formats import make_pdf
 
 CARI = [sys.executable, "-m", "cari.cli"]
@@ -262,3 +262,37 @@ def test_bulk_load_rebuilds_the_vector_index(
     assert not vector_index_exists(dsn)
     assert cari(["reembed"], env).returncode == 0
     assert vector_index_exists(dsn)
+
+
+def test_the_same_id_twice_in_one_run_is_reported(
+    tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    for folder, text in (("f1", "First readme."), ("f2", "Second readme.")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "README.md").write_text(text)
+    env = cli_env(clean_env, dsn, fake)
+    result = cari(
+        ["ingest", str(tmp_path / "f1"), str(tmp_path / "f2"), "-c", "d", "--create"], env
+    )
+    assert result.returncode == 1
+    assert "id 'README.md' was already read from" in result.stderr
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT content FROM chunks").fetchall()
+    assert rows == [("First readme.",)]
+
+
+def test_reembed_skips_a_chunk_the_embedder_refuses(
+    tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    for i in range(3):
+        (tmp_path / f"{i}.txt").write_text(f"Chunk number {i}.")
+    env = cli_env(clean_env, dsn, fake)
+    fake.fail(503, times=None)
+    assert cari(["ingest", str(tmp_path), "-c", "r", "--create"], env).returncode == 0
+    fake.reset()
+    # The batch is refused, then the first chunk alone; the two others go through.
+    fake.queue(Reply(400, "input rejected"), Reply(400, "input rejected"))
+    result = cari(["reembed"], env)
+    assert result.stdout.strip() == "embedded 2 chunks", result.stderr
+    assert counts(dsn) == (3, 3, 1)
+    assert cari(["reembed"], env).stdout.strip() == "embedded 1 chunks"

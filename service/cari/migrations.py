@@ -80,6 +80,9 @@ def vector_indexes_statement(settings: Settings) -> sql.Composed:
 
 
 def ensure_vector_indexes(dsn: str, settings: Settings) -> None:
-    """Rebuild an HNSW index a killed bulk load left dropped (a no-op when present)."""
+    """Rebuild an HNSW index a killed bulk load left dropped (a no-op when present, and
+    skipped while a bulk load runs: that load rebuilds it)."""
     with psycopg.connect(dsn) as conn:
-        conn.execute(vector_indexes_statement(settings))
+        row = conn.execute(query("vector_index_try_lock")).fetchone()
+        if row and row[0]:
+            conn.execute(vector_indexes_statement(settings))

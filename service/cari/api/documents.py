@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio.to_thread
@@ -59,6 +60,8 @@ def to_document(raw: object, settings: Settings, *, path_id: str | None = None) 
         spec = msgspec.convert(raw, DocumentIn)
     except msgspec.ValidationError as exc:
         raise InvalidInput(*_split_validation(str(exc))) from None
+    if path_id is not None and not 1 <= len(path_id) <= 512:
+        raise InvalidInput("id", f"must be 1 to 512 characters, not {len(path_id)}")
     if path_id is not None and spec.id not in (None, path_id):
         raise InvalidInput("id", f"'{spec.id}' differs from the id in the path '{path_id}'")
     external_id = path_id or spec.id
@@ -118,6 +121,11 @@ def _validate_batch(
     return documents, rejected
 
 
+def _id(path: Path) -> str:
+    """The document id from a path parameter, which may hold '/' (files from folders do)."""
+    return path.as_posix().removeprefix("/")
+
+
 def _response(result: BatchResult, rejected: list[Rejection]) -> IngestResponse:
     return IngestResponse(
         results=[DocumentResult(o.id, o.status, o.chunks, o.embedded) for o in result.outcomes],
@@ -170,36 +178,36 @@ class DocumentsController(Controller):
         result = await ingestor.ingest(collection, documents)
         return _response(result, rejected)
 
-    @put("/{document_id:str}", summary="Create or replace a document by id")
+    @put("/{document_id:path}", summary="Create or replace a document by id")
     async def upsert(
         self,
         state: State,
         collection: FromPath[str],
-        document_id: FromPath[str],
+        document_id: FromPath[Path],
         data: JSONBody[dict[str, Any]],
     ) -> IngestResponse:
         document = await anyio.to_thread.run_sync(
-            partial(to_document, data, state.settings, path_id=document_id)
+            partial(to_document, data, state.settings, path_id=_id(document_id))
         )
         ingestor: Ingestor = state.ingestor
         return _response(await ingestor.ingest(collection, [document]), [])
 
-    @get("/{document_id:str}", summary="A document with its chunks")
+    @get("/{document_id:path}", summary="A document with its chunks")
     async def read(
-        self, conn: Conn, collection: FromPath[str], document_id: FromPath[str]
+        self, conn: Conn, collection: FromPath[str], document_id: FromPath[Path]
     ) -> dict[str, Any]:
         ref = await store.collection_ref(conn, collection)
-        document = await store.get_document(conn, ref, document_id)
+        document = await store.get_document(conn, ref, _id(document_id))
         document.pop("id")
         document["id"] = document.pop("external_id")
         return document
 
-    @delete("/{document_id:str}", summary="Delete a document and its chunks")
+    @delete("/{document_id:path}", summary="Delete a document and its chunks")
     async def remove(
-        self, conn: Conn, collection: FromPath[str], document_id: FromPath[str]
+        self, conn: Conn, collection: FromPath[str], document_id: FromPath[Path]
     ) -> None:
         ref = await store.collection_ref(conn, collection)
-        await store.delete_document(conn, ref, document_id)
+        await store.delete_document(conn, ref, _id(document_id))
 
     @delete("/", summary="Delete every document of the collection", status_code=200)
     async def clear(self, conn: Conn, collection: FromPath[str]) -> dict[str, int]:

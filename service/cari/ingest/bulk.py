@@ -49,14 +49,21 @@ async def ingest_sources(
     """
     if not defer_index:
         return await _ingest(ingestor, collection, sources, batch_size, workers, on_progress)
-    async with ingestor.pool.connection() as conn:
-        await conn.execute(query("chunks_vector_index_drop"))
-    try:
-        return await _ingest(ingestor, collection, sources, batch_size, workers, on_progress)
-    finally:
-        with anyio.CancelScope(shield=True):
-            async with ingestor.pool.connection() as conn, conn.transaction():
-                await conn.execute(vector_indexes_statement(ingestor.settings))
+    async with ingestor.pool.connection() as lock:
+        await lock.execute(query("vector_index_lock"))
+        try:
+            await lock.execute(query("chunks_vector_index_drop"))
+            try:
+                return await _ingest(
+                    ingestor, collection, sources, batch_size, workers, on_progress
+                )
+            finally:
+                with anyio.CancelScope(shield=True):
+                    async with lock.transaction():
+                        await lock.execute(vector_indexes_statement(ingestor.settings))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await lock.execute(query("vector_index_unlock"))
 
 
 async def _ingest(
@@ -93,12 +100,25 @@ def _documents(
     sources: Sequence[Source], max_bytes: int, tally: Tally, on_progress: Callable[[Tally], None]
 ) -> Iterator[NewDocument]:
     done = 0
+    # One run stores one version of each id: later duplicates are failures, whatever the batch
+    # size or the number of workers (two folders may both hold a README.md).
+    first_seen: dict[str, str] = {}
     for source in sources:
         for item in files.read(source, max_bytes):
             if isinstance(item, Failure):
                 tally.failures.append(item)
                 on_progress(tally)
+            elif item.external_id in first_seen:
+                tally.failures.append(
+                    Failure(
+                        item.source or source.name,
+                        f"id '{item.external_id}' was already read from "
+                        f"{first_seen[item.external_id]}; this one was skipped",
+                    )
+                )
+                on_progress(tally)
             else:
+                first_seen[item.external_id] = item.source or source.name
                 tally.bytes_read += sum(len(s.text) for s in item.sections)
                 yield item
         done += source.size or 0
@@ -112,23 +132,14 @@ def _next_batch(documents: Iterator[NewDocument], size: int) -> list[NewDocument
 async def _ingest_batch(
     ingestor: Ingestor, collection: str, batch: list[NewDocument], tally: Tally
 ) -> None:
-    unique: dict[str, NewDocument] = {}
-    for document in batch:
-        if document.external_id in unique:
-            tally.failures.append(
-                Failure(
-                    document.source or document.external_id,
-                    f"id '{document.external_id}' "
-                    "appears twice in one batch; the first one was kept",
-                )
-            )
-        else:
-            unique[document.external_id] = document
     try:
-        result = await ingestor.ingest(collection, list(unique.values()))
+        result = await ingestor.ingest(collection, batch)
     except (CariError, psycopg.Error) as exc:
-        reason = exc.message if isinstance(exc, CariError) else str(exc).strip()
-        tally.failures.extend(Failure(d.source or d.external_id, reason) for d in unique.values())
+        reason = exc.message if isinstance(exc, CariError) else " ".join(str(exc).split())
+        tally.failures.extend(
+            Failure(f"{d.source} id {d.external_id}" if d.source else f"id {d.external_id}", reason)
+            for d in batch
+        )
         return
     for outcome in result.outcomes:
         tally.documents += 1

@@ -248,6 +248,12 @@ def _json_object(line: str) -> dict[str, Any]:
         raise InvalidInput("record", "nested too deeply") from exc
     if not isinstance(record, dict):
         raise InvalidInput("record", "must be a JSON object")
+    try:  # json.loads accepts both; PostgreSQL stores neither
+        json.dumps(record, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except ValueError as exc:
+        raise InvalidInput(
+            "record", "holds NaN, Infinity or invalid Unicode (a lone surrogate)"
+        ) from exc
     return record
 
 

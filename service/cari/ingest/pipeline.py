@@ -139,16 +139,38 @@ async def reembed(
             rows = await cur.fetchall()
         if not rows:
             return done
-        vectors = await embedder.embed_documents(
-            [store.embedding_text(title, content) for _, title, content in rows]
-        )
+        embedded = await _embed_rows(embedder, rows)
         async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             await cur.executemany(
                 query("chunk_set_embedding"),
-                [{"id": row[0], "embedding": v} for row, v in zip(rows, vectors, strict=True)],
+                [{"id": chunk_id, "embedding": vector} for chunk_id, vector in embedded],
             )
-        done += len(rows)
+            done += cur.rowcount  # a chunk replaced meanwhile is gone: not counted
         after = int(rows[-1][0])
+
+
+async def _embed_rows(embedder: Embedder, rows: Sequence[Any]) -> list[tuple[int, np.ndarray]]:
+    """Vectors for (id, title, content) rows. If the batch is refused, each row is tried on
+    its own and a chunk the embedder refuses is skipped, so one bad chunk cannot block every
+    chunk after it. Two refusals in a row mean the embedder is down: that is raised."""
+    texts = [store.embedding_text(title, content) for _, title, content in rows]
+    try:
+        vectors = await embedder.embed_documents(texts)
+        return [(int(row[0]), v) for row, v in zip(rows, vectors, strict=True)]
+    except EmbedderUnavailable:
+        if len(rows) == 1:
+            raise
+    kept, refused_in_a_row = [], 0
+    for row, text in zip(rows, texts, strict=True):
+        try:
+            kept.append((int(row[0]), (await embedder.embed_documents([text]))[0]))
+            refused_in_a_row = 0
+        except EmbedderUnavailable as exc:
+            refused_in_a_row += 1
+            if refused_in_a_row == 2:
+                raise
+            log.warning("chunk %s cannot be embedded, skipped: %s", row[0], exc.message)
+    return kept
 
 
 async def backfill_embeddings(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -55,17 +55,38 @@ class NewDocument:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+MAX_TITLE_CHARACTERS = 1000  # the title is indexed and embedded with every chunk
+
+
 def check_storable(document: NewDocument) -> None:
-    """PostgreSQL text and jsonb cannot hold NUL characters: refuse them by field."""
+    """Refuse what PostgreSQL cannot hold (NUL characters) or what would swamp every chunk."""
+    if len(document.title) > MAX_TITLE_CHARACTERS:
+        raise InvalidInput(
+            "title",
+            f"is {len(document.title)} characters, over the {MAX_TITLE_CHARACTERS} limit",
+        )
     fields = {
-        "id": document.external_id,
-        "title": document.title,
-        "source": document.source or "",
-        "metadata": json.dumps(document.metadata),
+        "id": [document.external_id],
+        "title": [document.title],
+        "source": [document.source or ""],
+        "metadata": list(_strings(document.metadata)),
     }
-    for name, value in fields.items():
-        if "\x00" in value or "\\u0000" in value:
+    for name, values in fields.items():
+        if any("\x00" in value for value in values):
             raise InvalidInput(name, "contains a NUL character")
+
+
+def _strings(value: object) -> Iterator[str]:
+    """Every key and string inside a JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 def embedding_text(title: str, content: str) -> str:

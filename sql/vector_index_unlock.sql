@@ -1,0 +1,2 @@
+-- Released when a bulk load has rebuilt the HNSW index.
+SELECT pg_advisory_unlock(417001);
