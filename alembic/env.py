@@ -16,4 +16,6 @@ engine = create_engine(
 with engine.connect() as connection:
     context.configure(connection=connection, transactional_ddl=True)
     with context.begin_transaction():
+        # Two Cari processes starting on a new database must not both create the schema.
+        connection.exec_driver_sql("SELECT pg_advisory_xact_lock(417002)")
         context.run_migrations()

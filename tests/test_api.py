@@ -86,6 +86,9 @@ def test_language_change_reindexes_text(client: TestClient[Any], dsn: str) -> No
         ({"name": "ok", "search_mode": "fuzzy"}, "search_mode"),
         ({"name": "ok", "colour": "blue"}, "colour"),
         ({}, "name"),
+        ({"name": "ok", "language": "a.b.c.d"}, "language"),
+        ({"name": "ok", "language": "123"}, "language"),
+        ({"name": "ok", "language": '"'}, "language"),
     ],
 )
 def test_invalid_collection_names_the_field(
@@ -109,6 +112,12 @@ def test_unknown_language_is_named(client: TestClient[Any]) -> None:
     response = client.patch("/v1/collections/k", json={"language": "klingon"})
     assert response.status_code == 422
     assert client.get("/v1/collections/k").json()["language"] == "simple"
+
+
+def test_name_with_trailing_newline_is_refused(client: TestClient[Any]) -> None:
+    response = client.post("/v1/collections", json={"name": "faq\n"})
+    assert response.status_code in (400, 422), response.text
+    assert "name" in response.text
 
 
 def test_duplicate_collection_conflicts(client: TestClient[Any]) -> None:

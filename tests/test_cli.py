@@ -125,6 +125,18 @@ def test_db_url_keeps_server_until_stopped(tmp_path: Path, clean_env: dict[str, 
     assert run(["db", "stop"], env).stderr.strip() == "not running"
 
 
+def test_db_url_keeps_server_after_a_running_server_exits(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    data_dir = tmp_path / "data"
+    env = {**clean_env, "CARI_DATA_DIR": str(data_dir)}
+    with serving(env):
+        dsn = run(["db", "url"], env).stdout.strip()
+    # `cari serve` was the last Cari process, yet the DBA's DSN still works.
+    assert psql(dsn, "SELECT 1") == "1"
+    assert run(["db", "stop"], env).stdout.strip() == "stopped"
+
+
 def test_migrate_down_and_up(dsn: str, clean_env: dict[str, str]) -> None:
     env = {**clean_env, "DATABASE_URL": dsn}
     down = run(["migrate", "--downgrade", "base"], env)

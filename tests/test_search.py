@@ -125,6 +125,21 @@ def test_bad_search_input_names_the_field(
     assert "Traceback" not in response.text
 
 
+def test_separator_lines_and_nul_paths_are_not_errors(shop: TestClient[Any]) -> None:
+    pasted = "gasket kit\n" + "-" * 40 + "\n- - - " * 20
+    for mode in ("keyword", "hybrid"):
+        assert (
+            shop.post(
+                "/v1/collections/shop/search", json={"query": pasted, "mode": mode}
+            ).status_code
+            == 200
+        )
+    assert shop.post("/v1/collections/sh%00op/search", json={"query": "x"}).status_code == 422
+    too_many = {"metadata": {f"k{i}": {"gte": 1} for i in range(65)}}
+    response = shop.post("/v1/collections/shop/search", json={"query": "x", "filters": too_many})
+    assert response.status_code == 422
+
+
 def test_unknown_collection_is_404(shop: TestClient[Any]) -> None:
     assert shop.post("/v1/collections/none/search", json={"query": "x"}).status_code == 404
 

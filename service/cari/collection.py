@@ -30,6 +30,7 @@ Language = Annotated[
     msgspec.Meta(
         min_length=1,
         max_length=63,
+        pattern="^[A-Za-z_][A-Za-z0-9_]*$",
         description="PostgreSQL text-search configuration: simple, english, indonesian, ...",
     ),
 ]
@@ -85,6 +86,8 @@ async def create(conn: Conn, spec: CollectionCreate) -> Collection:
             row = await cur.fetchone()
     except pg_errors.UniqueViolation:
         raise Conflict(f"collection '{spec.name}' exists already") from None
+    except pg_errors.CheckViolation:  # e.g. a trailing newline, which the pattern's $ allows
+        raise InvalidInput("name", "must be a slug: a-z, 0-9, '-', '_'") from None
     except pg_errors.UndefinedObject:
         raise await _unknown_language(conn, spec.language) from None
     assert row is not None

@@ -6,6 +6,7 @@ process using that folder: the first one starts it, the last one to exit stops i
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -64,8 +65,17 @@ def start(data_dir: Path, *, keep_running: bool = False) -> str:
             f"the embedded PostgreSQL in {pgdata_path(data_dir)} did not start ({exc}); "
             f"its log is {log}"
         ) from None
+    # The library fixed this process's cleanup when it started; a later `cari db url` (the
+    # marker) must still keep the server up when this process is the last to exit.
+    atexit.register(_leave_running_if_marked, server, marker)
     _ensure_database(server.get_uri())
     return str(server.get_uri(database=DATABASE_NAME))
+
+
+def _leave_running_if_marked(server: Any, marker: Path) -> None:
+    # atexit runs handlers last-in first-out: this one before the library's cleanup.
+    if marker.exists():
+        server.cleanup_mode = None
 
 
 def psql_path() -> Path:

@@ -116,7 +116,9 @@ class Settings(BaseSettings):
         return value.expanduser().resolve()
 
     @model_validator(mode="after")
-    def _check_chunking(self) -> Settings:
+    def _check_ranges(self) -> Settings:
+        if self.pool_min_size > self.pool_max_size:
+            raise ValueError("CARI_POOL_MIN_SIZE must not exceed CARI_POOL_MAX_SIZE")
         if not self.chunk_min_tokens <= self.chunk_max_tokens:
             raise ValueError("CARI_CHUNK_MIN_TOKENS must not exceed CARI_CHUNK_MAX_TOKENS")
         if not self.chunk_overlap_tokens < self.chunk_min_tokens:

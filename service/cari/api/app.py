@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -37,6 +38,8 @@ from cari.ingest.pipeline import Ingestor, backfill_embeddings
 from cari.search.engine import Searcher
 from cari.settings import Settings
 
+log = logging.getLogger(__name__)
+
 STATUS = {
     NotFound: 404,
     Conflict: 409,
@@ -62,7 +65,15 @@ def error_response(request: Request[Any, Any, Any], exc: CariError) -> Response[
 
 
 def database_down(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
-    return error_response(request, DatabaseUnavailable(f"database unavailable: {exc}"))
+    # The driver's text can name hosts and users: it goes to the log, not to the client.
+    log.warning("database error on %s %s: %s", request.method, request.url.path, exc)
+    return error_response(request, DatabaseUnavailable("database unavailable"))
+
+
+def bad_value(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    """A value PostgreSQL refuses (a NUL in a path, say): the client's input, not a 500."""
+    message = " ".join(str(exc).split())
+    return error_response(request, InvalidInput("request", f"invalid value: {message}"))
 
 
 def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
@@ -106,6 +117,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
         exception_handlers={
             CariError: error_response,
             psycopg.OperationalError: database_down,
+            psycopg.DataError: bad_value,
             PoolTimeout: database_down,
         },
         openapi_config=OpenAPIConfig(

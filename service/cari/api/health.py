@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 import psycopg
 from litestar import Response, get
 from litestar.datastructures import State
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from cari import migrations
+
+log = logging.getLogger(__name__)
 
 
 @get("/healthz", summary="The process is up", sync_to_thread=False)
@@ -23,7 +27,9 @@ async def readyz(state: State) -> Response[dict[str, str]]:
         async with pool.connection(timeout=2.0) as conn:
             revision = await migrations.current(conn)
     except (PoolTimeout, psycopg.OperationalError) as exc:
-        return _not_ready(f"database unreachable: {exc}")
+        # Details go to the log: this endpoint answers without an API key.
+        log.warning("readiness: database unreachable: %s", exc)
+        return _not_ready("database unreachable")
     if revision != expected:
         return _not_ready(
             f"database schema at revision {revision or 'none'}, expected {expected}: "

@@ -184,4 +184,6 @@ async def backfill_embeddings(
                 log.info("embedded %d chunks that were stored without vectors", count)
         except (EmbedderUnavailable, psycopg.Error, PoolTimeout) as exc:
             log.warning("background embedding will retry: %s", exc)
+        except Exception:  # the task must outlive any failure, or the app shuts down
+            log.exception("background embedding failed; it will retry")
         await anyio.sleep(settings.reembed_interval_s)

@@ -7,6 +7,7 @@ embedding is computed while the keyword query already runs.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable
@@ -28,6 +29,7 @@ from cari.search.fusion import Candidate, Fused, weighted_rrf
 from cari.settings import Settings
 
 Mode = Literal["hybrid", "vector", "keyword"]
+_LONE_DASHES = re.compile(r"-+(?![^\W_])")
 Weight = Annotated[float, msgspec.Meta(ge=0, le=100)]
 T = TypeVar("T")
 
@@ -221,9 +223,12 @@ class Searcher:
         self, text: str, collection: _Collection, filters: sql.Composable, params: dict[str, Any]
     ) -> list[Candidate]:
         statement = sql.SQL(query("search_keyword")).format(filters=filters)
+        # websearch_to_tsquery fails ("tsquery stack too small") on 33+ dashes that negate
+        # nothing, such as a pasted separator line; they carry no words anyway.
+        words = _LONE_DASHES.sub(" ", text)
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                statement, {**params, "query": text, "language": collection.language}
+                statement, {**params, "query": words, "language": collection.language}
             )
             return [Candidate(int(r[0]), float(r[1])) for r in await cur.fetchall()]
 

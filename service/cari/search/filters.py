@@ -24,6 +24,7 @@ from cari.errors import InvalidInput
 
 MAX_KEY_LENGTH = 200
 MAX_VALUES = 1000
+MAX_KEYS = 64
 RANGE_OPERATORS = {"gte": ">=", "lte": "<="}
 # Any of these keys makes an object an operator object rather than a nested value to match, so
 # a misspelt or unsupported operator is reported instead of silently matching nothing.
@@ -68,6 +69,8 @@ class _Compiler:
     def metadata(self, metadata: Any) -> None:
         if not isinstance(metadata, Mapping):
             raise InvalidInput("filters.metadata", "must be an object")
+        if len(metadata) > MAX_KEYS:  # each key may take parameters; PostgreSQL allows 65,535
+            raise InvalidInput("filters.metadata", f"at most {MAX_KEYS} keys")
         # All equalities go into one containment, which a GIN index on metadata could serve.
         equal: dict[str, Any] = {}
         for key, value in metadata.items():
