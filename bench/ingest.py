@@ -21,12 +21,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import psycopg
-from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from cari import db, embedded, migrations
+from bench.database import fresh_pool
 from cari.embed import LocalEmbedder
 from cari.ingest import store
 from cari.ingest.bulk import ingest_sources
@@ -40,15 +38,6 @@ from cari.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT.parent / "shared" / "eval" / "datasets" / "cisi"
-
-
-def fresh_database(server_dsn: str, name: str) -> str:
-    with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    return psycopg.conninfo.make_conninfo(server_dsn, dbname=name)
 
 
 def load_records(dataset: Path, limit: int) -> list[dict[str, str]]:
@@ -66,11 +55,7 @@ def load_records(dataset: Path, limit: int) -> list[dict[str, str]]:
 
 async def run(dataset: Path, documents: int, rows: int) -> None:
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
-    server = settings.database_url or embedded.start(Path(tempfile.mkdtemp(prefix="cari-bench-")))
-    dsn = fresh_database(server, "cari_bench_ingest")
-    migrations.upgrade(dsn, settings)
-    pool = db.make_pool(dsn, settings)
-    await pool.open(wait=True)
+    pool = await fresh_pool("cari_bench_ingest", settings)
     embedder = LocalEmbedder.from_settings(settings)
     records = load_records(dataset, documents)
 

@@ -33,11 +33,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import csv
 import json
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -46,9 +43,9 @@ from typing import Any
 import pytrec_eval
 from psycopg_pool import AsyncConnectionPool
 
+from bench.database import fresh_pool
 from bench.embedding_cache import CachingEmbedder
-from bench.ingest import fresh_database
-from cari import collection, db, embedded, migrations
+from cari import collection
 from cari.embed import Embedder, make_embedder
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import Ingestor
@@ -362,17 +359,7 @@ def report(result: dict[str, Any], cache_file: Path | None, top_k: int) -> str:
 async def main_async(args: argparse.Namespace) -> None:
     began = time.perf_counter()
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
-    if settings.database_url:
-        server = settings.database_url
-    else:
-        folder = Path(tempfile.mkdtemp(prefix="cari-bench-"))
-        # Registered before the server's own exit handler, so it runs after the server stops.
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        server = embedded.start(folder)
-    dsn = fresh_database(server, DATABASE)
-    migrations.upgrade(dsn, settings)
-    pool = db.make_pool(dsn, settings)
-    await pool.open(wait=True)
+    pool = await fresh_pool(DATABASE, settings)
     embedder = CachingEmbedder(make_embedder(settings))
     print(f"quality: {args.dataset} into a fresh database {DATABASE}", flush=True)
     try:

@@ -51,14 +51,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import gc
 import hashlib
 import json
 import random
 import re
-import shutil
-import tempfile
 import time
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
@@ -70,8 +67,8 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from bench.ingest import fresh_database
-from cari import db, embedded, migrations
+from bench.database import fresh_pool
+from cari import migrations
 from cari.embed import LocalEmbedder
 from cari.ingest import store
 from cari.queries import query
@@ -304,17 +301,7 @@ async def timed(work: Awaitable[T]) -> tuple[float, T]:
 async def run(chunks: int, query_count: int, rounds: int) -> None:
     began = time.perf_counter()
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
-    if settings.database_url:
-        server = settings.database_url
-    else:
-        folder = Path(tempfile.mkdtemp(prefix="cari-bench-"))
-        # Registered before the server's own exit handler, so it runs after the server stops.
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        server = embedded.start(folder)
-    dsn = fresh_database(server, DATABASE)
-    migrations.upgrade(dsn, settings)
-    pool = db.make_pool(dsn, settings)
-    await pool.open(wait=True)
+    pool = await fresh_pool(DATABASE, settings)
     embedder = LocalEmbedder.from_settings(settings)
 
     passages = load_passages()
