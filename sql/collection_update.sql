@@ -1,6 +1,7 @@
 -- Change the given settings of a collection (NULL parameters keep the current value).
 -- A new language re-indexes the text that used the old one: the tsvector columns are
--- generated from `language`, so updating it recomputes them in this same statement.
+-- generated from `language`, so updating it recomputes them in this same statement (and their
+-- triggers re-index the BM25 postings). New BM25 parameters need `bm25_rebuild` afterwards.
 WITH old AS (
     SELECT id, language FROM collections WHERE name = %(name)s FOR UPDATE
 ), updated AS (
@@ -12,6 +13,9 @@ WITH old AS (
         rrf_k          = coalesce(%(rrf_k)s, c.rrf_k),
         threshold      = coalesce(%(threshold)s, c.threshold),
         top_k          = coalesce(%(top_k)s, c.top_k),
+        bm25_k1        = coalesce(%(bm25_k1)s, c.bm25_k1),
+        bm25_b         = coalesce(%(bm25_b)s, c.bm25_b),
+        title_boost    = coalesce(%(title_boost)s, c.title_boost),
         updated_at     = now()
     FROM old
     WHERE c.id = old.id
@@ -28,5 +32,5 @@ WITH old AS (
     WHERE ci.collection_id = u.id AND ci.language = u.old_language AND u.language <> u.old_language
 )
 SELECT name, language::text AS language, search_mode, vector_weight, keyword_weight,
-       rrf_k, threshold, top_k, created_at, updated_at
+       rrf_k, threshold, top_k, bm25_k1, bm25_b, title_boost, created_at, updated_at
 FROM updated;

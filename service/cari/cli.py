@@ -218,6 +218,37 @@ def reembed(collection: str | None, everything: bool) -> None:
     click.echo(f"embedded {count} chunks")
 
 
+@main.group(help="Check or rebuild the keyword (BM25) index: postings and statistics.")
+def bm25() -> None:
+    pass
+
+
+@bm25.command(help="Recount every collection's BM25 index from its chunks and compare.")
+@click.option("-c", "--collection", help="Only this collection.")
+@user_errors
+def check(collection: str | None) -> None:
+    from cari.cli_core import run_keyword_index_check
+
+    settings = _settings()
+    differences = asyncio.run(run_keyword_index_check(_migrated_database(settings), collection))
+    for name, kinds in differences.items():
+        found = ", ".join(f"{count} {kind}" for kind, count in kinds.items() if count)
+        click.echo(f"{name}: {'differs: ' + found if found else 'exact'}")
+    if any(any(kinds.values()) for kinds in differences.values()):
+        raise SystemExit(1)
+
+
+@bm25.command(help="Recompute every collection's BM25 index from its chunks.")
+@click.option("-c", "--collection", help="Only this collection.")
+@user_errors
+def repair(collection: str | None) -> None:
+    from cari.cli_core import run_keyword_index_repair
+
+    settings = _settings()
+    for name in asyncio.run(run_keyword_index_repair(_migrated_database(settings), collection)):
+        click.echo(f"{name}: rebuilt")
+
+
 @main.group(name="db", help="Look inside the database.")
 def db_group() -> None:
     pass

@@ -1,4 +1,4 @@
-"""The CLI commands that need the pool and the embedder: ingest, reembed, search."""
+"""The CLI commands that need the database or the embedder: ingest, reembed, search, bm25."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import Any
 
 import click
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -173,3 +175,25 @@ def print_results(response: SearchResponse) -> None:
         click.echo(f"warning: {warning}", err=True)
     if response.explain is not None:
         console.print_json(data=response.explain)
+
+
+async def _collection_names(conn: psycopg.AsyncConnection[Any], only: str | None) -> list[str]:
+    if only is not None:
+        return [(await collections.get(conn, only)).name]
+    return [c.name for c in await collections.list_all(conn)]
+
+
+async def run_keyword_index_check(dsn: str, only: str | None) -> dict[str, dict[str, int]]:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        return {
+            name: await collections.keyword_index_differences(conn, name)
+            for name in await _collection_names(conn, only)
+        }
+
+
+async def run_keyword_index_repair(dsn: str, only: str | None) -> list[str]:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        names = await _collection_names(conn, only)
+        for name in names:
+            await collections.rebuild_keyword_index(conn, name)
+        return names

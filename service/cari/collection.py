@@ -38,6 +38,11 @@ Weight = Annotated[float, msgspec.Meta(ge=0, le=100)]
 RrfK = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
 Threshold = Annotated[float, msgspec.Meta(ge=0, le=1)]
 TopK = Annotated[int, msgspec.Meta(ge=1, le=50)]
+K1 = Annotated[float, msgspec.Meta(ge=0, le=10, description="BM25 term-frequency saturation.")]
+B = Annotated[float, msgspec.Meta(ge=0, le=1, description="BM25 length normalisation.")]
+TitleBoost = Annotated[
+    float, msgspec.Meta(ge=0, le=100, description="How much a title word counts vs a body word.")
+]
 
 
 class Collection(msgspec.Struct, kw_only=True):
@@ -49,6 +54,9 @@ class Collection(msgspec.Struct, kw_only=True):
     rrf_k: int
     threshold: float
     top_k: int
+    bm25_k1: float
+    bm25_b: float
+    title_boost: float
     created_at: datetime
     updated_at: datetime
 
@@ -62,6 +70,9 @@ class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     rrf_k: RrfK = 60
     threshold: Threshold = 0.25
     top_k: TopK = 5
+    bm25_k1: K1 = 1.2
+    bm25_b: B = 0.75
+    title_boost: TitleBoost = 2.0
 
 
 class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -74,9 +85,13 @@ class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     rrf_k: RrfK | msgspec.UnsetType = msgspec.UNSET
     threshold: Threshold | msgspec.UnsetType = msgspec.UNSET
     top_k: TopK | msgspec.UnsetType = msgspec.UNSET
+    bm25_k1: K1 | msgspec.UnsetType = msgspec.UNSET
+    bm25_b: B | msgspec.UnsetType = msgspec.UNSET
+    title_boost: TitleBoost | msgspec.UnsetType = msgspec.UNSET
 
 
 Conn = psycopg.AsyncConnection[Any]
+BM25_PARAMETERS = ("bm25_k1", "bm25_b", "title_boost")  # changing one re-indexes the postings
 
 
 async def create(conn: Conn, spec: CollectionCreate) -> Collection:
@@ -89,7 +104,7 @@ async def create(conn: Conn, spec: CollectionCreate) -> Collection:
     except pg_errors.CheckViolation:  # e.g. a trailing newline, which the pattern's $ allows
         raise InvalidInput("name", "must be a slug: a-z, 0-9, '-', '_'") from None
     except pg_errors.UndefinedObject:
-        raise await _unknown_language(conn, spec.language) from None
+        raise await unknown_language(conn, spec.language) from None
     assert row is not None
     return row
 
@@ -110,7 +125,8 @@ async def get(conn: Conn, name: str) -> Collection:
 
 
 async def update(conn: Conn, name: str, changes: CollectionUpdate) -> Collection:
-    """Apply the given changes; a new language re-indexes the collection's text."""
+    """Apply the given changes; a new language or new BM25 parameters re-index the collection's
+    text in the same transaction."""
     params = {
         field: (None if value is msgspec.UNSET else value)
         for field, value in msgspec.structs.asdict(changes).items()
@@ -120,11 +136,30 @@ async def update(conn: Conn, name: str, changes: CollectionUpdate) -> Collection
         async with conn.transaction(), conn.cursor(row_factory=kwargs_row(Collection)) as cur:
             await cur.execute(query("collection_update"), params)
             row = await cur.fetchone()
+            if row is not None and any(
+                getattr(changes, field) is not msgspec.UNSET for field in BM25_PARAMETERS
+            ):
+                await cur.execute(query("bm25_rebuild"), {"name": name})
     except pg_errors.UndefinedObject:
-        raise await _unknown_language(conn, str(changes.language)) from None
+        raise await unknown_language(conn, str(changes.language)) from None
     if row is None:
         raise NotFound(f"collection '{name}' does not exist")
     return row
+
+
+async def rebuild_keyword_index(conn: Conn, name: str) -> None:
+    """Recompute the collection's BM25 postings and statistics from its chunks."""
+    async with conn.transaction():
+        cur = await conn.execute(query("bm25_rebuild"), {"name": name})
+        if await cur.fetchone() is None:
+            raise NotFound(f"collection '{name}' does not exist")
+
+
+async def keyword_index_differences(conn: Conn, name: str) -> dict[str, int]:
+    """What a full recount finds different in the collection's BM25 postings and statistics."""
+    await get(conn, name)
+    cur = await conn.execute(query("bm25_check"), {"name": name})
+    return {str(kind): int(count) for kind, count in await cur.fetchall()}
 
 
 async def delete(conn: Conn, name: str) -> None:
@@ -136,7 +171,7 @@ async def delete(conn: Conn, name: str) -> None:
         raise NotFound(f"collection '{name}' does not exist")
 
 
-async def _unknown_language(conn: Conn, language: str) -> InvalidInput:
+async def unknown_language(conn: Conn, language: str) -> InvalidInput:
     cur = await conn.execute(query("text_search_configs"))
     known = ", ".join(str(row[0]) for row in await cur.fetchall())
     return InvalidInput(

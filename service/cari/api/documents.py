@@ -33,6 +33,17 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     format: Literal["text", "markdown", "html"] = "text"
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     source: str | None = None
+    language: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                pattern=formats.LANGUAGE_NAME.pattern,
+                description="Text-search configuration of this document, if not the "
+                "collection's: english, indonesian, simple, ...",
+            ),
+        ]
+        | None
+    ) = None
 
 
 class Rejection(msgspec.Struct):
@@ -85,6 +96,7 @@ def to_document(raw: object, settings: Settings, *, path_id: str | None = None) 
         sections=parsed[0].sections,
         metadata=spec.metadata,
         source=spec.source,
+        language=spec.language,
     )
     store.check_storable(document)
     return document

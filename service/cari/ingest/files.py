@@ -118,4 +118,5 @@ def _document(parsed: formats.ParsedDocument, source: Source) -> NewDocument:
         sections=parsed.sections,
         metadata=parsed.metadata,
         source=parsed.source or (None if source.path is None else source.name),
+        language=parsed.language,
     )

@@ -46,6 +46,7 @@ class ParsedDocument:
     sections: list[Section]
     metadata: dict[str, Any]
     source: str | None  # parse()'s name; for JSON Lines the record's own "source", if any
+    language: str | None = None  # a JSON Lines record's own text-search configuration
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +235,7 @@ def _record(line: str, where: str) -> ParsedDocument | Rejected:
             sections=[Section(_record_text(record))],
             metadata=_record_metadata(record),
             source=_optional_string(record, "source") or None,
+            language=_record_language(record),
         )
     except InvalidInput as exc:
         return Rejected(where, document_id, exc.message)
@@ -289,6 +291,18 @@ def _record_text(record: dict[str, Any]) -> str:
     if not text:
         raise InvalidInput(key, "must not be empty")
     return text
+
+
+LANGUAGE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def _record_language(record: dict[str, Any]) -> str | None:
+    language = _optional_string(record, "language")
+    if not language:
+        return None
+    if not LANGUAGE_NAME.fullmatch(language):
+        raise InvalidInput("language", "must name a text-search configuration, e.g. english")
+    return language
 
 
 def _record_metadata(record: dict[str, Any]) -> dict[str, Any]:

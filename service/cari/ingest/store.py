@@ -13,6 +13,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from cari.collection import unknown_language
 from cari.errors import InvalidInput, NotFound
 from cari.ingest.chunking import Chunk
 from cari.ingest.formats import Section
@@ -38,20 +39,20 @@ class NewDocument:
     sections: list[Section]
     metadata: dict[str, Any]
     source: str | None
+    language: str | None = None  # its own text-search configuration; None: the collection's
 
     @property
     def content_hash(self) -> str:
         """Hash of everything stored for the document: equal hash, nothing to redo."""
-        canonical = json.dumps(
-            [
-                self.title,
-                [[s.text, s.metadata] for s in self.sections],
-                self.metadata,
-                self.source,
-            ],
-            sort_keys=True,
-            ensure_ascii=False,
-        )
+        fields: list[Any] = [
+            self.title,
+            [[s.text, s.metadata] for s in self.sections],
+            self.metadata,
+            self.source,
+        ]
+        if self.language is not None:  # appended only when set: older hashes stay valid
+            fields.append(self.language)
+        canonical = json.dumps(fields, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -132,6 +133,7 @@ async def write_documents(
     # Rows are locked in id order, so concurrent batches sharing documents cannot deadlock.
     batch = sorted(batch, key=lambda p: p.document.external_id)
     statuses: dict[str, Status] = {p.document.external_id: "unchanged" for p in batch}
+    languages = await _language_oids(conn, {p.document.language for p in batch} - {None})
     async with conn.transaction():
         cur = await conn.execute(
             query("documents_upsert"),
@@ -170,12 +172,34 @@ async def write_documents(
                             chunk.title,
                             chunk.content,
                             Jsonb({**item.document.metadata, **chunk.metadata}),
-                            collection.language,
+                            languages.get(item.document.language, collection.language),
                             chunk.token_count,
                             None if item.vectors is None else item.vectors[i],
                         )
                     )
+    await compact_statistics(conn, collection)
     return statuses
+
+
+async def compact_statistics(conn: Conn, collection: CollectionRef) -> None:
+    """Fold the BM25 statistics deltas of committed writes into their base tables.
+
+    Writers only append deltas (no hot rows); folding them keeps the reads short. Inside an
+    outer transaction the deltas are not committed yet, so that transaction's owner does it.
+    """
+    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        await conn.execute(query("bm25_compact"), {"collection_id": collection.id})
+
+
+async def _language_oids(conn: Conn, names: set[str | None]) -> dict[str | None, int]:
+    """Text-search configurations by name, as binary COPY sends them; unknown names fail."""
+    if not names:
+        return {}
+    cur = await conn.execute(query("text_search_config_oids"), {"names": sorted(map(str, names))})
+    found: dict[str | None, int] = {str(name): int(oid) for name, oid in await cur.fetchall()}
+    if unknown := names - found.keys():
+        raise await unknown_language(conn, sorted(map(str, unknown))[0])
+    return found
 
 
 async def get_document(conn: Conn, collection: CollectionRef, external_id: str) -> dict[str, Any]:
@@ -200,10 +224,12 @@ async def delete_document(conn: Conn, collection: CollectionRef, external_id: st
     )
     if await cur.fetchone() is None:
         raise NotFound(f"document '{external_id}' does not exist in '{collection.name}'")
+    await compact_statistics(conn, collection)
 
 
 async def clear_documents(conn: Conn, collection: CollectionRef) -> int:
     cur = await conn.execute(query("documents_clear"), {"collection_id": collection.id})
+    await compact_statistics(conn, collection)
     return cur.rowcount
 
 

@@ -7,7 +7,6 @@ embedding is computed while the keyword query already runs.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable
@@ -23,13 +22,13 @@ from psycopg_pool import AsyncConnectionPool
 from cari.embed import Embedder
 from cari.errors import EmbedderUnavailable, InvalidInput, NotFound
 from cari.queries import query
+from cari.search import bm25
 from cari.search import intent as intents
 from cari.search.filters import compile_filters
 from cari.search.fusion import Candidate, Fused, weighted_rrf
 from cari.settings import Settings
 
 Mode = Literal["hybrid", "vector", "keyword"]
-_LONE_DASHES = re.compile(r"-+(?![^\W_])")
 Weight = Annotated[float, msgspec.Meta(ge=0, le=100)]
 T = TypeVar("T")
 
@@ -77,7 +76,6 @@ class SearchResponse(msgspec.Struct):
 @dataclass(frozen=True, slots=True)
 class _Collection:
     id: int
-    language: int
     search_mode: Mode
     vector_weight: float
     keyword_weight: float
@@ -146,12 +144,18 @@ class Searcher:
         warnings: list[str] = []
         lists: dict[str, list[Candidate]] = {}
         applied_ef: str | None = None
+        keyword_passes: dict[str, int | None] = {}
         cached = False
+        rrf_k = request.rrf_k or collection.rrf_k
+        top_k = request.top_k or collection.top_k
 
         async def keyword() -> list[Candidate]:
-            return await _timed(
-                timings, "keyword", self._keyword(text, collection, filters, params)
+            nonlocal keyword_passes
+            found = await _timed(
+                timings, "keyword", self._keyword(text, collection, top_k, filters, params)
             )
+            keyword_passes = {"passes": found.passes, "depth": found.depth}
+            return found.candidates
 
         async def vector() -> tuple[list[Candidate], str | None]:
             nonlocal cached
@@ -176,8 +180,6 @@ class Searcher:
                 lists["keyword"] = outcome
 
         fuse_started = time.perf_counter()
-        rrf_k = request.rrf_k or collection.rrf_k
-        top_k = request.top_k or collection.top_k
         fused = weighted_rrf(lists, weights, rrf_k)[:top_k]
         timings["fuse"] = (time.perf_counter() - fuse_started) * 1000
         results = await _timed(timings, "fetch", self._results(fused))
@@ -197,6 +199,7 @@ class Searcher:
                 "top_k": top_k,
                 "candidates": {"requested": candidates, **{n: len(v) for n, v in lists.items()}},
                 "ef_search": {"requested": ef_search, "applied": applied_ef},
+                "keyword_passes": keyword_passes,
                 "query_vector_cached": cached,
                 "filters": request.filters or {},
                 "timings_ms": {k: round(v, 3) for k, v in timings.items()},
@@ -220,17 +223,23 @@ class Searcher:
         return _Collection(*row)
 
     async def _keyword(
-        self, text: str, collection: _Collection, filters: sql.Composable, params: dict[str, Any]
-    ) -> list[Candidate]:
-        statement = sql.SQL(query("search_keyword")).format(filters=filters)
-        # websearch_to_tsquery fails ("tsquery stack too small") on 33+ dashes that negate
-        # nothing, such as a pasted separator line; they carry no words anyway.
-        words = _LONE_DASHES.sub(" ", text)
+        self,
+        text: str,
+        collection: _Collection,
+        top_k: int,
+        filters: sql.Composable,
+        params: dict[str, Any],
+    ) -> bm25.KeywordResult:
         async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                statement, {**params, "query": words, "language": collection.language}
+            return await bm25.search(
+                conn,
+                collection.id,
+                text,
+                exact=top_k,
+                candidates=params["candidates"],
+                filters=filters,
+                params=params,
             )
-            return [Candidate(int(r[0]), float(r[1])) for r in await cur.fetchall()]
 
     async def _vector(
         self, vector: np.ndarray, ef_search: int, filters: sql.Composable, params: dict[str, Any]

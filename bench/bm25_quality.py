@@ -1,0 +1,273 @@
+"""Keyword relevance: Cari's BM25 against `ts_rank_cd` and a reference BM25 library, same run.
+
+    python -m bench.bm25_quality [--dataset DIR ...] [--split test] [--title-boost 1 2 ...]
+
+For each BEIR-format dataset (default: every folder of ../shared/eval/datasets that has the
+split), in a fresh database:
+
+- Corpus: each record becomes one document (title; text, or the title when it has none), cut by
+  Cari's own chunker and stored through `store.write_documents` without vectors: keyword search
+  needs none, so no embedding model runs. The collection's language is `indonesian` for TyDi,
+  else `english`.
+- Keyword rankers, each returning its best 100 chunks for every judged query:
+  - `cari bm25 (boost B)`: Cari's keyword retriever (`cari.search.bm25`, exact top 100), with
+    the collection's title boost set to each `--title-boost` in turn (the index is rebuilt);
+  - `ts_rank_cd AND`: the tutorial's keyword branch, `websearch_to_tsquery` (every word
+    required) ranked by `ts_rank_cd`;
+  - `ts_rank_cd OR`: the same with the query's lexemes OR-ed;
+  - `bm25s (pg tokens)`: the `bm25s` library on exactly the tokens PostgreSQL makes of each
+    chunk's title and text (`bench.reference`): the same scoring done elsewhere, so it should
+    match `cari bm25 (boost 1)` up to ties;
+  - `bm25s (own tokens)`: `bm25s` with its own tokenizer, Snowball stemmer and stop words.
+- Chunks become their documents at their best rank; nDCG@10, Recall@10, MRR@10 and
+  Recall@100 come from `pytrec_eval` (`bench.quality.evaluate`). Per-query latency is reported
+  for the in-database rankers.
+
+Runs on DATABASE_URL if set, else on a throwaway embedded server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
+
+from bench.database import fresh_pool
+from bench.quality import (
+    Qrels,
+    Ranking,
+    corpus_records,
+    default_language,
+    document_ranking,
+    evaluate,
+    load_qrels,
+    load_queries,
+    mean_metrics,
+)
+from bench.reference import ReferenceBM25, analyzed_tokens, native_tokens
+from cari import collection
+from cari.embed import make_embedder
+from cari.ingest import store
+from cari.ingest.formats import Section
+from cari.ingest.pipeline import chunk
+from cari.search import bm25
+from cari.settings import Settings, load_settings
+
+DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "datasets"
+DEPTH = 100
+BATCH = 500
+METRICS = ("nDCG@10", "Recall@10", "MRR@10", f"Recall@{DEPTH}")
+
+# The tutorial's keyword branch: every query word required, ranked by cover density.
+TS_RANK_AND = """
+SELECT c.id FROM websearch_to_tsquery(%(language)s::regconfig, %(query)s) AS q (query), chunks c
+WHERE c.collection_id = %(collection_id)s AND c.tsv @@ q.query
+ORDER BY ts_rank_cd(c.tsv, q.query) DESC, c.id LIMIT %(depth)s
+"""
+# The same ranking with any query lexeme enough to match.
+TS_RANK_OR = """
+WITH q AS (
+    SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS query
+    FROM unnest(to_tsvector(%(language)s::regconfig, %(query)s))
+)
+SELECT c.id FROM q, chunks c
+WHERE c.collection_id = %(collection_id)s AND c.tsv @@ q.query
+ORDER BY ts_rank_cd(c.tsv, q.query) DESC, c.id LIMIT %(depth)s
+"""
+
+
+async def load(
+    pool: AsyncConnectionPool, settings: Settings, dataset: Path, language: str
+) -> tuple[store.CollectionRef, dict[int, str], list[str]]:
+    """The collection, chunk id -> document id, and each chunk's indexed text by chunk id order."""
+    counter = make_embedder(settings).count_tokens
+    async with pool.connection() as conn:
+        await collection.create(
+            conn, collection.CollectionCreate(name="keyword", language=language)
+        )
+        ref = await store.collection_ref(conn, "keyword")
+        batch: list[store.Prepared] = []
+        for record in corpus_records(dataset):
+            text = record["text"] if record["text"].strip() else record["title"]
+            if not text.strip():
+                continue
+            document = store.NewDocument(record["id"], record["title"], [Section(text)], {}, None)
+            batch.append(store.Prepared(document, chunk(document, counter, settings), None))
+            if len(batch) == BATCH:
+                await store.write_documents(conn, ref, batch)
+                batch.clear()
+        if batch:
+            await store.write_documents(conn, ref, batch)
+        await conn.execute("VACUUM (ANALYZE) chunks, postings")
+        cur = await conn.execute(
+            "SELECT c.id, d.external_id, c.title || ' ' || c.content FROM chunks c "
+            "JOIN documents d ON d.id = c.document_id ORDER BY c.id"
+        )
+        rows = await cur.fetchall()
+    return ref, {int(r[0]): str(r[1]) for r in rows}, [str(r[2]) for r in rows]
+
+
+async def sql_ranking(
+    pool: AsyncConnectionPool,
+    statement: str,
+    params: dict[str, Any],
+    queries: dict[str, str],
+    documents: dict[int, str],
+) -> tuple[Ranking, list[float]]:
+    ranking: Ranking = {}
+    took = []
+    async with pool.connection() as conn:
+        for qid, text in queries.items():
+            started = time.perf_counter()
+            cur = await conn.execute(statement, {**params, "query": text, "depth": DEPTH})
+            rows = await cur.fetchall()
+            took.append((time.perf_counter() - started) * 1000)
+            ranking[qid] = document_ranking([documents[int(r[0])] for r in rows])
+    return ranking, took
+
+
+async def cari_ranking(
+    pool: AsyncConnectionPool,
+    ref: store.CollectionRef,
+    queries: dict[str, str],
+    documents: dict[int, str],
+) -> tuple[Ranking, list[float]]:
+    ranking: Ranking = {}
+    took = []
+    async with pool.connection() as conn:
+        for qid, text in queries.items():
+            started = time.perf_counter()
+            found = await bm25.search(
+                conn, ref.id, text, exact=DEPTH, candidates=DEPTH, filters=sql.SQL(""), params={}
+            )
+            took.append((time.perf_counter() - started) * 1000)
+            ranking[qid] = document_ranking([documents[c.chunk_id] for c in found.candidates])
+    return ranking, took
+
+
+def library_ranking(
+    corpus: Sequence[Sequence[str]],
+    query_tokens: dict[str, list[str]],
+    chunk_ids: Sequence[int],
+    documents: dict[int, str],
+) -> Ranking:
+    reference = ReferenceBM25(corpus)
+    return {
+        qid: document_ranking(
+            [documents[chunk_ids[i]] for i, _ in reference.search(sorted(set(tokens)), DEPTH)]
+        )
+        for qid, tokens in query_tokens.items()
+    }
+
+
+async def run_dataset(
+    settings: Settings, dataset: Path, split: str, boosts: Sequence[float]
+) -> dict[str, Any]:
+    language = default_language(dataset)
+    queries_all = load_queries(dataset)
+    qrels_all = load_qrels(dataset, split)
+    queries = {q: t for q, t in queries_all.items() if q in qrels_all}
+    qrels: Qrels = {q: qrels_all[q] for q in queries}
+    pool = await fresh_pool("cari_bench_bm25", settings)
+    try:
+        ref, documents, texts = await load(pool, settings, dataset, language)
+        chunk_ids = sorted(documents)
+        rankings: dict[str, Ranking] = {}
+        latency: dict[str, list[float]] = {}
+        for boost in boosts:
+            async with pool.connection() as conn:
+                await collection.update(
+                    conn, "keyword", collection.CollectionUpdate(title_boost=boost)
+                )
+            name = f"cari bm25 (boost {boost:g})"
+            rankings[name], latency[name] = await cari_ranking(pool, ref, queries, documents)
+        params = {"collection_id": ref.id, "language": language}
+        for name, statement in (("ts_rank_cd AND", TS_RANK_AND), ("ts_rank_cd OR", TS_RANK_OR)):
+            rankings[name], latency[name] = await sql_ranking(
+                pool, statement, params, queries, documents
+            )
+        dsn = pool.conninfo
+    finally:
+        await pool.close()
+    with psycopg.connect(dsn) as conn:
+        corpus = analyzed_tokens(conn, language, texts)
+        analyzed = analyzed_tokens(conn, language, list(queries.values()))
+    rankings["bm25s (pg tokens)"] = library_ranking(
+        corpus, dict(zip(queries, analyzed, strict=True)), chunk_ids, documents
+    )
+    own = native_tokens(language, list(queries.values()))
+    rankings["bm25s (own tokens)"] = library_ranking(
+        native_tokens(language, texts), dict(zip(queries, own, strict=True)), chunk_ids, documents
+    )
+    return {
+        "dataset": dataset.name,
+        "split": split,
+        "language": language,
+        "chunks": len(texts),
+        "queries": len(queries),
+        "metrics": {
+            name: mean_metrics(evaluate(qrels, ranking, DEPTH))
+            for name, ranking in rankings.items()
+        },
+        "latency_ms": {
+            name: {
+                "p50": statistics.median(values),
+                "p95": statistics.quantiles(values, n=20)[-1],
+            }
+            for name, values in latency.items()
+        },
+    }
+
+
+def report(result: dict[str, Any]) -> str:
+    lines = [
+        f"{result['dataset']} ({result['split']}, {result['language']}): {result['chunks']:,} "
+        f"chunks, {result['queries']} queries",
+        f"  {'ranker':<22}" + "".join(f"{m:>12}" for m in METRICS) + f"{'p50 ms':>9}{'p95 ms':>9}",
+    ]
+    for name, values in result["metrics"].items():
+        timing = result["latency_ms"].get(name)
+        lines.append(
+            f"  {name:<22}"
+            + "".join(f"{values[m]:>12.4f}" for m in METRICS)
+            + (f"{timing['p50']:>9.1f}{timing['p95']:>9.1f}" if timing else "")
+        )
+    return "\n".join(lines)
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    settings = load_settings()
+    folders = args.dataset or sorted(
+        d for d in DATASETS.iterdir() if (d / "qrels" / f"{args.split}.tsv").exists()
+    )
+    for folder in folders:
+        started = time.perf_counter()
+        result = await run_dataset(settings, Path(folder), args.split, args.title_boost)
+        print(report(result))
+        print(f"  ({time.perf_counter() - started:.0f} s)\n", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", type=Path, action="append", help="a BEIR-format folder")
+    parser.add_argument("--split", default="test", help="qrels split (default: test)")
+    parser.add_argument(
+        "--title-boost",
+        type=float,
+        nargs="+",
+        default=[1.0, 2.0],
+        help="title boosts to run Cari's BM25 with (default: 1 2)",
+    )
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,358 @@
+"""Keyword search is Okapi BM25: scores equal a reference library's, pruning keeps the top exact,
+statistics stay exact under concurrent writers, and languages stem as they should."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import psycopg
+import pytest
+from bench.reference import ReferenceBM25, analyzed_tokens
+from pgvector.psycopg import register_vector_async
+from psycopg import sql
+
+from cari import collection
+from cari.collection import CollectionCreate, CollectionUpdate
+from cari.ingest.chunking import Chunk
+from cari.ingest.formats import Section
+from cari.ingest.store import (
+    CollectionRef,
+    NewDocument,
+    Prepared,
+    clear_documents,
+    collection_ref,
+    delete_document,
+    write_documents,
+)
+from cari.search import bm25
+from tests.conftest import app_client
+
+AConn = psycopg.AsyncConnection[Any]
+NO_FILTERS = sql.SQL("")
+
+# Real words with very different frequencies: a few common, a long tail of rare ones.
+WORDS = [
+    "flow",
+    "pressure",
+    "wing",
+    "boundary",
+    "layer",
+    "heat",
+    "transfer",
+    "shock",
+    "wave",
+    "supersonic",
+    "laminar",
+    "turbulent",
+    "model",
+    "theory",
+    "solution",
+    "equation",
+    "velocity",
+    "surface",
+    "plate",
+    "cylinder",
+    "cone",
+    "jet",
+    "nozzle",
+    "mach",
+    "number",
+    "reynolds",
+    "stagnation",
+    "point",
+    "separation",
+    "viscous",
+    "inviscid",
+    "compressible",
+    "buoyancy",
+    "radiation",
+    "conduction",
+    "convection",
+    "vortex",
+    "wake",
+    "drag",
+    "lift",
+    "airfoil",
+    "blade",
+    "rotor",
+    "stator",
+    "combustion",
+    "flame",
+    "ignition",
+    "detonation",
+    "plasma",
+    "magnetic",
+    "electric",
+    "field",
+    "charge",
+    "ion",
+]
+
+
+def corpus(seed: int, documents: int, vocabulary: list[str] = WORDS) -> list[tuple[str, str, str]]:
+    """(id, title, text) with Zipf-like word frequencies over the vocabulary."""
+    rng = random.Random(seed)
+    weights = [1 / (rank + 1) ** 1.1 for rank in range(len(vocabulary))]
+    out = []
+    for i in range(documents):
+        title = " ".join(rng.choices(vocabulary, weights, k=rng.randint(0, 4)))
+        text = " ".join(rng.choices(vocabulary, weights, k=rng.randint(3, 60)))
+        out.append((f"d{i}", title, text))
+    return out
+
+
+def prepared(doc_id: str, title: str, text: str, language: str | None = None) -> Prepared:
+    document = NewDocument(doc_id, title, [Section(text)], {}, None, language)
+    return Prepared(document, [Chunk(0, title, text, len(text.split()), {})], None)
+
+
+async def connect(dsn: str) -> AConn:
+    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    await register_vector_async(conn)
+    return conn
+
+
+async def with_collection(
+    dsn: str, spec: CollectionCreate, work: Callable[[AConn, CollectionRef], Awaitable[Any]]
+) -> Any:
+    async with await connect(dsn) as conn:
+        await collection.create(conn, spec)
+        return await work(conn, await collection_ref(conn, spec.name))
+
+
+async def keyword(conn: AConn, ref: CollectionRef, text: str, k: int = 10) -> list[Any]:
+    found = await bm25.search(
+        conn, ref.id, text, exact=k, candidates=k, filters=NO_FILTERS, params={}
+    )
+    return found.candidates
+
+
+def test_scores_equal_the_reference_library(dsn: str) -> None:
+    """With title boost 1, Cari's BM25 on its tsvector equals bm25s on the same tokens."""
+    docs = corpus(1, 300)
+    rng = random.Random(2)
+    queries = [" ".join(rng.sample(WORDS, rng.randint(1, 6))) for _ in range(40)]
+
+    async def work(conn: AConn, ref: CollectionRef) -> None:
+        await write_documents(conn, ref, [prepared(*d) for d in docs])
+        with psycopg.connect(dsn) as sync:
+            tokens = analyzed_tokens(sync, "english", [f"{t} {x}" for _, t, x in docs])
+            query_tokens = analyzed_tokens(sync, "english", queries)
+        reference = ReferenceBM25(tokens, k1=1.2, b=0.75)
+        ids = {
+            int(r[0]): r[1]
+            for r in await (
+                await conn.execute(
+                    "SELECT c.id, d.external_id FROM chunks c"
+                    " JOIN documents d ON d.id = c.document_id"
+                )
+            ).fetchall()
+        }
+        for text, q in zip(queries, query_tokens, strict=True):
+            expected = reference.search(sorted(set(q)), k=20)
+            got = await keyword(conn, ref, text, k=20)
+            assert [round(c.score, 6) for c in got] == [round(s, 6) for _, s in expected]
+            # The same documents in the same order, up to ties (also across the cut).
+            by_score: dict[float, set[str]] = {}
+            for index, score in reference.search(sorted(set(q)), k=len(docs)):
+                by_score.setdefault(round(score, 6), set()).add(docs[index][0])
+            for c in got:
+                assert ids[c.chunk_id] in by_score[round(c.score, 6)]
+
+    asyncio.run(
+        with_collection(
+            dsn, CollectionCreate(name="ref", language="english", title_boost=1.0), work
+        )
+    )
+
+
+def test_pruned_passes_find_the_exact_top(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading few postings per lexeme still returns the exhaustive top-k, pass after pass."""
+    # A long tail of rare made-up words ("kovar17") after the real ones.
+    vocabulary = WORDS + [f"kovar{n}" for n in range(1500)]
+    docs = corpus(3, 800, vocabulary)
+    rng = random.Random(4)
+    queries = [" ".join(rng.choices(vocabulary[:300], k=rng.randint(1, 8))) for _ in range(80)]
+
+    async def work(conn: AConn, ref: CollectionRef) -> None:
+        await write_documents(conn, ref, [prepared(*d) for d in docs])
+        monkeypatch.setattr(bm25, "DEPTHS", (None,))
+        exact = {q: await keyword(conn, ref, q, k=10) for q in queries}
+        monkeypatch.setattr(bm25, "DEPTHS", (8, 64, None))
+        passes = []
+        for q in queries:
+            found = await bm25.search(
+                conn, ref.id, q, exact=10, candidates=10, filters=NO_FILTERS, params={}
+            )
+            passes.append(found.passes)
+            assert [round(c.score, 9) for c in found.candidates] == [
+                round(c.score, 9) for c in exact[q]
+            ]
+        assert 1 in passes and max(passes) > 1  # both proofs and deeper reads happened
+
+    asyncio.run(with_collection(dsn, CollectionCreate(name="prune", language="english"), work))
+
+
+def test_title_words_weigh_more_and_parameters_reindex(dsn: str) -> None:
+    async def work(conn: AConn, ref: CollectionRef) -> None:
+        await write_documents(
+            conn,
+            ref,
+            [
+                prepared("in-title", "turbine blades", "a report on maintenance schedules"),
+                prepared("in-body", "maintenance", "a report on turbine blades schedules"),
+            ],
+        )
+
+        async def order() -> list[str]:
+            found = await keyword(conn, ref, "turbine blades")
+            cur = await conn.execute(
+                "SELECT d.external_id FROM unnest(%s::bigint[]) WITH ORDINALITY AS f(id, n) "
+                "JOIN chunks c ON c.id = f.id JOIN documents d ON d.id = c.document_id "
+                "ORDER BY n",
+                ([c.chunk_id for c in found],),
+            )
+            return [str(r[0]) for r in await cur.fetchall()]
+
+        assert await order() == ["in-title", "in-body"]
+        await collection.update(conn, "boost", CollectionUpdate(title_boost=0.0))
+        assert await order() == ["in-body"]  # a title word now counts for nothing
+        assert set((await collection.keyword_index_differences(conn, "boost")).values()) == {0}
+        await collection.update(conn, "boost", CollectionUpdate(title_boost=3.0, bm25_k1=2.0))
+        assert await order() == ["in-title", "in-body"]
+        assert set((await collection.keyword_index_differences(conn, "boost")).values()) == {0}
+
+    asyncio.run(with_collection(dsn, CollectionCreate(name="boost", language="english"), work))
+
+
+@pytest.mark.parametrize(
+    ("language", "text", "query"),
+    [
+        ("indonesian", "Pembelian mobil baru secara kredit", "beli mobil"),
+        ("indonesian", "Cara membeli rumah", "pembelian rumah"),
+        ("english", "The engineers were running the turbines", "engineer runs turbine"),
+    ],
+)
+def test_collection_language_stems(dsn: str, language: str, text: str, query: str) -> None:
+    async def work(conn: AConn, ref: CollectionRef) -> list[Any]:
+        await write_documents(conn, ref, [prepared("doc", "", text), prepared("other", "", "x")])
+        return await keyword(conn, ref, query)
+
+    found = asyncio.run(with_collection(dsn, CollectionCreate(name="l", language=language), work))
+    assert len(found) == 1
+
+
+def test_a_document_may_carry_its_own_language(dsn: str) -> None:
+    with app_client(dsn) as client:
+        client.post("/v1/collections", json={"name": "mixed", "language": "indonesian"})
+        response = client.post(
+            "/v1/collections/mixed/documents",
+            json={
+                "documents": [
+                    {"id": "en", "text": "The engineers were running tests", "language": "english"},
+                    {"id": "id", "text": "Para insinyur sedang menjalankan pengujian"},
+                ]
+            },
+        )
+        assert response.status_code == 200, response.text
+
+        def top(query: str) -> list[str]:
+            body = {"query": query, "mode": "keyword"}
+            found = client.post("/v1/collections/mixed/search", json=body).json()
+            return [r["document_id"] for r in found["results"]]
+
+        assert top("engineer run") == ["en"]  # stemmed as English, though the collection isn't
+        assert top("jalankan uji") == ["id"]
+        bad = client.post(
+            "/v1/collections/mixed/documents",
+            json={"documents": [{"id": "x", "text": "hello", "language": "klingon"}]},
+        )
+        assert bad.status_code == 422
+        assert bad.json()["extra"][0]["key"] == "language"
+        assert "klingon" in bad.json()["detail"]
+
+
+def test_statistics_stay_exact_under_concurrent_writers(dsn: str) -> None:
+    """Four connections insert, replace, delete and clear documents at once; a full recount then
+    finds the postings and statistics exactly right, and a corrupted one is caught."""
+    spec = CollectionCreate(name="busy", language="english")
+    rng = random.Random(5)
+
+    async def writer(seed: int) -> None:
+        local = random.Random(seed)
+        async with await connect(dsn) as conn:
+            ref = await collection_ref(conn, "busy")
+            for step in range(25):
+                ids = local.sample(range(60), 8)  # overlapping ids: replacements race
+                docs = [prepared(f"d{i}", *corpus(seed * 100 + step + i, 1)[0][1:]) for i in ids]
+                await write_documents(conn, ref, docs)
+                if step % 5 == 4:
+                    try:
+                        await delete_document(conn, ref, f"d{local.randrange(60)}")
+                    except Exception as exc:  # someone else deleted it first
+                        assert "does not exist" in str(exc)
+                if seed == 3 and step == 12:
+                    await clear_documents(conn, ref)
+
+    async def run() -> dict[str, int]:
+        async with await connect(dsn) as conn:
+            await collection.create(conn, spec)
+        await asyncio.gather(*(writer(rng.randrange(1000) * 10 + n) for n in range(4)))
+        async with await connect(dsn) as conn:
+            return await collection.keyword_index_differences(conn, "busy")
+
+    differences = asyncio.run(run())
+    assert differences == {
+        "postings": 0,
+        "impacts": 0,
+        "document frequencies": 0,
+        "sizes": 0,
+    }
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()
+        sizes = conn.execute("SELECT sum(chunks) FROM bm25_sizes").fetchone()
+        assert chunks is not None and sizes is not None and chunks[0] > 0
+        assert sizes[0] == chunks[0]  # folded by compaction, not left pending
+        conn.execute("UPDATE bm25_terms SET df = df + 1 WHERE lexeme = 'flow'")
+        conn.execute("DELETE FROM postings WHERE ctid = (SELECT min(ctid) FROM postings)")
+
+    async def recount() -> dict[str, int]:
+        async with await connect(dsn) as conn:
+            return await collection.keyword_index_differences(conn, "busy")
+
+    broken = asyncio.run(recount())
+    assert broken["document frequencies"] >= 1 and broken["postings"] == 1
+
+
+def test_cli_checks_and_repairs(dsn: str, clean_env: dict[str, str]) -> None:
+    async def work(conn: AConn, ref: CollectionRef) -> None:
+        await write_documents(conn, ref, [prepared(*d) for d in corpus(6, 50)])
+
+    asyncio.run(with_collection(dsn, CollectionCreate(name="ops", language="english"), work))
+    env = {**clean_env, "DATABASE_URL": dsn}
+
+    def cari(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "cari.cli", "bm25", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    assert cari("check").stdout == "ops: exact\n"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM bm25_terms WHERE lexeme = 'flow'")
+    failed = cari("check", "-c", "ops")
+    assert failed.returncode == 1
+    assert failed.stdout == "ops: differs: 1 document frequencies\n"
+    assert cari("repair").stdout == "ops: rebuilt\n"
+    assert cari("check").returncode == 0
+    missing = cari("repair", "-c", "nope")
+    assert missing.returncode == 1 and "'nope' does not exist" in missing.stderr
