@@ -263,8 +263,9 @@ def main() -> None:
         "--title-boost",
         type=float,
         nargs="+",
-        default=[1.0, 2.0],
-        help="title boosts to run Cari's BM25 with (default: 1 2)",
+        default=[1.0, 3.0],
+        help="title boosts to run Cari's BM25 with (default: 1, the reference's scoring, and 3, "
+        "the collection default)",
     )
     asyncio.run(main_async(parser.parse_args()))
 

@@ -38,7 +38,7 @@ def upgrade() -> None:
                 CHECK (bm25_k1 >= 0 AND bm25_k1 <= 10),
             ADD COLUMN bm25_b double precision NOT NULL DEFAULT 0.75
                 CHECK (bm25_b >= 0 AND bm25_b <= 1),
-            ADD COLUMN title_boost double precision NOT NULL DEFAULT 2.0
+            ADD COLUMN title_boost double precision NOT NULL DEFAULT 3.0
                 CHECK (title_boost >= 0 AND title_boost <= 100),
             ADD COLUMN bm25_reference_length double precision
                 CHECK (bm25_reference_length > 0)
@@ -99,12 +99,17 @@ def upgrade() -> None:
         RETURN tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen))
         """
     )
+    # Chunks are looked up by joining the id array (an index probe each), never by
+    # `id = ANY (ids)`, which the planner may evaluate as a filter on every row of `chunks`.
     op.execute(
         """
         CREATE FUNCTION bm25_index(ids bigint[]) RETURNS void LANGUAGE plpgsql AS $$
         BEGIN
             PERFORM pg_advisory_xact_lock_shared(417003, (c % 2147483647)::integer)
-            FROM (SELECT DISTINCT collection_id FROM chunks WHERE id = ANY (ids)) AS s (c);
+            FROM (
+                SELECT DISTINCT ch.collection_id
+                FROM unnest(ids) AS i (id) JOIN chunks AS ch USING (id)
+            ) AS s (c);
             -- A collection's first chunks fix its reference length. A concurrent first writer
             -- waits here on the row, then sees the value set and reads it in the next statement.
             UPDATE collections AS c
@@ -112,7 +117,8 @@ def upgrade() -> None:
             FROM (
                 SELECT ch.collection_id,
                        greatest(avg(l.len_title * co.title_boost + l.len_body), 1) AS avglen
-                FROM chunks AS ch
+                FROM unnest(ids) AS i (id)
+                JOIN chunks AS ch USING (id)
                 JOIN collections AS co ON co.id = ch.collection_id
                 CROSS JOIN LATERAL (
                     SELECT coalesce(sum(cardinality(array_positions(u.weights, 'A'))), 0),
@@ -120,7 +126,7 @@ def upgrade() -> None:
                                         - cardinality(array_positions(u.weights, 'A'))), 0)
                     FROM unnest(ch.tsv) AS u
                 ) AS l (len_title, len_body)
-                WHERE ch.id = ANY (ids) AND co.bm25_reference_length IS NULL
+                WHERE co.bm25_reference_length IS NULL
                 GROUP BY ch.collection_id
             ) AS s
             WHERE c.id = s.collection_id AND c.bm25_reference_length IS NULL;
@@ -130,15 +136,16 @@ def upgrade() -> None:
                        cardinality(array_positions(u.weights, 'A')) AS tf_title,
                        cardinality(u.weights) - cardinality(array_positions(u.weights, 'A'))
                            AS tf_body
-                FROM chunks AS ch, unnest(ch.tsv) AS u
-                WHERE ch.id = ANY (ids)
+                FROM unnest(ids) AS i (id)
+                JOIN chunks AS ch USING (id)
+                CROSS JOIN LATERAL unnest(ch.tsv) AS u
             ), lengths AS (
                 SELECT ch.id AS chunk_id, ch.collection_id, ch.language,
                        coalesce(sum(t.tf_title), 0) AS len_title,
                        coalesce(sum(t.tf_body), 0) AS len_body
-                FROM chunks AS ch
+                FROM unnest(ids) AS i (id)
+                JOIN chunks AS ch USING (id)
                 LEFT JOIN terms AS t ON t.chunk_id = ch.id
-                WHERE ch.id = ANY (ids)
                 GROUP BY ch.id, ch.collection_id, ch.language
             ), added AS (
                 INSERT INTO postings (collection_id, lexeme, chunk_id, impact,
@@ -151,6 +158,8 @@ def upgrade() -> None:
                 FROM terms AS t
                 JOIN lengths AS l USING (chunk_id)
                 JOIN collections AS c ON c.id = t.collection_id
+                -- In index order: consecutive rows land on the same index pages.
+                ORDER BY t.collection_id, t.lexeme
             ), counted AS (
                 INSERT INTO bm25_pending_terms (collection_id, lexeme, df)
                 SELECT collection_id, lexeme, count(*) FROM terms GROUP BY 1, 2

@@ -72,7 +72,7 @@ class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     top_k: TopK = 5
     bm25_k1: K1 = 1.2
     bm25_b: B = 0.75
-    title_boost: TitleBoost = 2.0
+    title_boost: TitleBoost = 3.0
 
 
 class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -1,9 +1,10 @@
 """Keyword retrieval: Okapi BM25 computed in PostgreSQL over the `postings` table.
 
-`search_keyword.sql` reads each query lexeme's postings best impact first, `depth` of them, and
-says whether that proves the top `exact` results. When it cannot (many common lexemes, or
-filters that reject the best chunks), the same statement runs again deeper, and finally over
-every posting, which is always exact.
+`search_keyword.sql` computes the exact BM25 top in one statement. It sums every posting of the
+query lexemes, unless one lexeme has many postings (more than `SCAN_LIMIT` in all) and the others
+few: then the best `DEPTH` postings of each lexeme give a score threshold, which decides how much
+further down each lexeme's postings (ordered by impact) must be read. `DEPTH = None` makes the
+pruned plan read every posting at once.
 """
 
 from __future__ import annotations
@@ -17,15 +18,15 @@ from psycopg import sql
 from cari.queries import query
 from cari.search.fusion import Candidate
 
-# Postings read per lexeme on each pass; None reads them all.
-DEPTHS: tuple[int | None, ...] = (256, 4096, None)
+DEPTH: int | None = 256  # postings per lexeme read first when pruning
+SCAN_LIMIT = 20_000  # postings of the query's lexemes that are simply summed
+PRUNE: bool | None = None  # None: the statement chooses; True / False force a plan
 
 
 @dataclass(frozen=True, slots=True)
 class KeywordResult:
     candidates: list[Candidate]
-    passes: int
-    depth: int | None  # of the pass that proved the result
+    postings_read: int
 
 
 async def search(
@@ -38,7 +39,7 @@ async def search(
     filters: sql.Composable,
     params: dict[str, Any],
 ) -> KeywordResult:
-    """The best `candidates` chunks by BM25, the first `exact` of them provably the true top."""
+    """The best `candidates` chunks by BM25, the first `exact` of them exactly BM25's top."""
     where = (
         sql.SQL("WHERE EXISTS (SELECT FROM chunks AS c WHERE c.id = heads.chunk_id{})").format(
             filters
@@ -47,17 +48,19 @@ async def search(
         else filters
     )
     statement = sql.SQL(query("search_keyword")).format(filters=where)
-    values = {
-        **params,
-        "collection_id": collection_id,
-        "query": text,
-        "exact": min(exact, candidates),
-        "candidates": candidates,
-    }
-    for passes, depth in enumerate(DEPTHS, start=1):
-        cur = await conn.execute(statement, {**values, "depth": depth})
-        rows = await cur.fetchall()
-        if depth is None or rows[0][2]:
-            found = [Candidate(int(r[0]), float(r[1])) for r in rows if r[0] is not None]
-            return KeywordResult(found, passes, depth)
-    raise AssertionError("the last pass reads every posting, so it is always proven")
+    cur = await conn.execute(
+        statement,
+        {
+            **params,
+            "collection_id": collection_id,
+            "query": text,
+            "exact": min(exact, candidates),
+            "candidates": candidates,
+            "depth": DEPTH,
+            "scan_limit": SCAN_LIMIT,
+            "prune": PRUNE,
+        },
+    )
+    rows = await cur.fetchall()
+    found = [Candidate(int(r[0]), float(r[1])) for r in rows]
+    return KeywordResult(found, int(rows[0][2]) if rows else 0)

@@ -144,17 +144,17 @@ class Searcher:
         warnings: list[str] = []
         lists: dict[str, list[Candidate]] = {}
         applied_ef: str | None = None
-        keyword_passes: dict[str, int | None] = {}
+        postings_read: int | None = None
         cached = False
         rrf_k = request.rrf_k or collection.rrf_k
         top_k = request.top_k or collection.top_k
 
         async def keyword() -> list[Candidate]:
-            nonlocal keyword_passes
+            nonlocal postings_read
             found = await _timed(
                 timings, "keyword", self._keyword(text, collection, top_k, filters, params)
             )
-            keyword_passes = {"passes": found.passes, "depth": found.depth}
+            postings_read = found.postings_read
             return found.candidates
 
         async def vector() -> tuple[list[Candidate], str | None]:
@@ -199,7 +199,7 @@ class Searcher:
                 "top_k": top_k,
                 "candidates": {"requested": candidates, **{n: len(v) for n, v in lists.items()}},
                 "ef_search": {"requested": ef_search, "applied": applied_ef},
-                "keyword_passes": keyword_passes,
+                "keyword_postings_read": postings_read,
                 "query_vector_cached": cached,
                 "filters": request.filters or {},
                 "timings_ms": {k: round(v, 3) for k, v in timings.items()},

@@ -1,0 +1,84 @@
+"""The keyword benchmark's core on a small Zipf corpus: it loads, measures every ranker, and
+checks BM25's pruned top 10 against the exhaustive run."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import psycopg
+from bench import keyword
+from pgvector.psycopg import register_vector_async
+
+CHUNKS = 2_000
+QUERIES = 10
+
+
+def test_zipf_vocabulary_is_analysed_as_intended(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    """Stop words vanish under `english`; each pseudo-word is its own lexeme."""
+    row = conn.execute(
+        "SELECT length(to_tsvector('english', %s))", (" ".join(keyword.STOP_WORDS),)
+    ).fetchone()
+    assert row == (0,)
+    words = keyword.pseudo_words(2_000, seed=3)
+    assert len(set(words)) == len(words)
+    row = conn.execute(
+        "SELECT count(*) FILTER (WHERE tsvector_to_array(to_tsvector('english', w)) = ARRAY[w])"
+        " FROM unnest(%s::text[]) AS w",
+        (words,),
+    ).fetchone()
+    assert row is not None
+    # PostgreSQL's Snowball and PyStemmer's could differ on a rare word: "mostly intact".
+    assert int(str(row[0])) >= 0.99 * len(words)
+
+
+def test_bench_core_reports_latency_exactness_load_and_storage(dsn: str) -> None:
+    corpus = keyword.zipf_corpus(CHUNKS, QUERIES, seed=1)
+    assert len(corpus.rows) == CHUNKS and len(corpus.typical) == QUERIES
+    assert all(2 <= len(q.split()) <= keyword.MAX_QUERY_WORDS for q in corpus.typical)
+
+    async def run() -> keyword.CorpusReport:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            await register_vector_async(conn)
+            return await keyword.bench_corpus(conn, corpus, QUERIES, seed=1, explains=True)
+
+    report = asyncio.run(run())
+
+    assert report.chunks == CHUNKS and report.documents == CHUNKS // keyword.CHUNKS_PER_DOCUMENT
+    assert report.load.rows == CHUNKS
+    assert report.load.seconds > 0 and report.load.baseline_seconds > 0
+    assert report.postings_rows > 100 * CHUNKS  # ~160 distinct lexemes per chunk
+    assert report.sizes["postings (total)"] >= (
+        report.sizes["  heap"]
+        + report.sizes["  postings_impact_idx"]
+        + report.sizes["  postings_chunk_idx"]
+    )
+    assert report.sizes["chunks (total)"] > 0
+
+    assert set(report.kinds) == {"typical", "worst"}
+    for kind in report.kinds.values():
+        assert len(kind.queries) == QUERIES
+        for ranker in keyword.RANKERS:
+            assert len(kind.latency[ranker]) == QUERIES
+            assert all(ms > 0 for ms in kind.latency[ranker])
+            assert len(kind.results[ranker]) == QUERIES
+        assert len(kind.read) == len(kind.read_pruned) == QUERIES
+        assert all(0 < r <= e for r, e in zip(kind.read_pruned, kind.read_exhaustive, strict=True))
+        assert kind.agree_pruned == QUERIES
+        # Exactness is computed against the exhaustive run, and pruning loses nothing.
+        assert kind.agree_scores == QUERIES, kind.disagreements
+        assert 0 <= kind.agree_ids <= QUERIES
+    worst = report.kinds["worst"]
+    assert min(worst.lexemes) >= 4
+    assert all(n == keyword.CANDIDATES for n in worst.results["bm25"])
+    assert Counter(worst.results["bm25"]) == Counter(worst.results["exhaustive"])
+
+    titles = [title for title, _ in report.explains]
+    assert any("common" in t for t in titles) and any("rare" in t for t in titles)
+    assert all(any("Execution Time" in line for line in plan) for _, plan in report.explains)
+
+    lines = keyword.format_report(report) + keyword.format_targets([report])
+    assert any("agreement with exhaustive" in line for line in lines)
+    assert any("ts_rank_cd OR" in line for line in lines)
