@@ -10,8 +10,8 @@ split), in a fresh database:
   needs none, so no embedding model runs. The collection's language is `indonesian` for TyDi,
   else `english`.
 - Keyword rankers, each returning its best 100 chunks for every judged query:
-  - `cari bm25 (boost B)`: Cari's keyword retriever (`cari.search.bm25`, exact top 100), with
-    the collection's title boost set to each `--title-boost` in turn (the index is rebuilt);
+  - `cari bm25 (boost B)`: Cari's keyword retriever (`cari.search.bm25`, top 100), with the
+    collection's title boost set to each `--title-boost` in turn;
   - `ts_rank_cd AND`: the tutorial's keyword branch, `websearch_to_tsquery` (every word
     required) ranked by `ts_rank_cd`;
   - `ts_rank_cd OR`: the same with the query's lexemes OR-ed;
@@ -146,7 +146,7 @@ async def cari_ranking(
         for qid, text in queries.items():
             started = time.perf_counter()
             found = await bm25.search(
-                conn, ref.id, text, exact=DEPTH, candidates=DEPTH, filters=sql.SQL(""), params={}
+                conn, ref.id, text, candidates=DEPTH, filters=sql.SQL(""), params={}
             )
             took.append((time.perf_counter() - started) * 1000)
             ranking[qid] = document_ranking([documents[c.chunk_id] for c in found.candidates])

@@ -1,7 +1,7 @@
 -- Change the given settings of a collection (NULL parameters keep the current value).
 -- A new language re-indexes the text that used the old one: the tsvector columns are
 -- generated from `language`, so updating it recomputes them in this same statement (and their
--- triggers re-index the BM25 postings). New BM25 parameters need `bm25_rebuild` afterwards.
+-- triggers re-index the BM25 postings). k1, b and the title boost apply at query time.
 WITH old AS (
     SELECT id, language FROM collections WHERE name = %(name)s FOR UPDATE
 ), updated AS (

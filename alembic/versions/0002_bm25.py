@@ -4,16 +4,13 @@ Matching stays on the tsvector: a chunk's postings are its tsvector's lexemes wi
 in the title (weight A) and the body (weight B), kept in step with `chunks` by triggers, so no
 write path (Cari's or plain SQL) can leave them stale.
 
-- `postings`: one row per (chunk, lexeme). `impact` is the lexeme's BM25 term-frequency factor
-  computed with the collection's parameters and a *reference* average length fixed when the
-  collection got its first chunks; it only orders each lexeme's postings for pruning (true
-  scores are computed at query time from the counts and the current average length).
+- `postings`: one row per (chunk, lexeme) with the counts BM25 needs; k1, b and the title boost
+  apply at query time, so changing them re-indexes nothing.
 - Statistics (chunks and lengths per language, document frequency per lexeme) are written as
   append-only deltas by the writing transaction, so concurrent writers never update one hot row
   and cannot deadlock or lose an update; `bm25_compact` folds the deltas into the base tables
   later, in a short transaction of its own. Readers add base and deltas: always exact.
-- `bm25_rebuild` recomputes a collection's postings and statistics from its chunks (repair, or
-  a change of k1, b or the title boost).
+- `bm25_rebuild` recomputes a collection's postings and statistics from its chunks (repair).
 
 Revision ID: 0002
 Revises: 0001
@@ -39,9 +36,7 @@ def upgrade() -> None:
             ADD COLUMN bm25_b double precision NOT NULL DEFAULT 0.75
                 CHECK (bm25_b >= 0 AND bm25_b <= 1),
             ADD COLUMN title_boost double precision NOT NULL DEFAULT 3.0
-                CHECK (title_boost >= 0 AND title_boost <= 100),
-            ADD COLUMN bm25_reference_length double precision
-                CHECK (bm25_reference_length > 0)
+                CHECK (title_boost >= 0 AND title_boost <= 100)
         """
     )
     # No foreign keys on these tables: a per-row check would cost more than the row itself on
@@ -52,7 +47,6 @@ def upgrade() -> None:
             collection_id bigint   NOT NULL,
             lexeme        text     NOT NULL,
             chunk_id      bigint   NOT NULL,
-            impact        real     NOT NULL,
             tf_title      smallint NOT NULL,
             tf_body       smallint NOT NULL,
             len_title     integer  NOT NULL,
@@ -60,20 +54,15 @@ def upgrade() -> None:
         )
         """
     )
-    # Each lexeme's postings best first, readable without touching the heap.
+    # A lexeme's postings, read by searches without touching the heap.
     op.execute(
         """
-        CREATE INDEX postings_impact_idx ON postings (collection_id, lexeme, impact DESC)
+        CREATE INDEX postings_lexeme_idx ON postings (collection_id, lexeme)
         INCLUDE (chunk_id, tf_title, tf_body, len_title, len_body)
         """
     )
-    # A chunk's postings: scoring candidates on the lexemes they were not seen with, deletes.
-    op.execute(
-        """
-        CREATE INDEX postings_chunk_idx ON postings (chunk_id, lexeme)
-        INCLUDE (tf_title, tf_body, len_title, len_body)
-        """
-    )
+    # A chunk's postings, for deletes.
+    op.execute("CREATE INDEX postings_chunk_idx ON postings (chunk_id)")
     for table, key in (
         (
             "bm25_sizes",
@@ -110,27 +99,6 @@ def upgrade() -> None:
                 SELECT DISTINCT ch.collection_id
                 FROM unnest(ids) AS i (id) JOIN chunks AS ch USING (id)
             ) AS s (c);
-            -- A collection's first chunks fix its reference length. A concurrent first writer
-            -- waits here on the row, then sees the value set and reads it in the next statement.
-            UPDATE collections AS c
-            SET bm25_reference_length = s.avglen
-            FROM (
-                SELECT ch.collection_id,
-                       greatest(avg(l.len_title * co.title_boost + l.len_body), 1) AS avglen
-                FROM unnest(ids) AS i (id)
-                JOIN chunks AS ch USING (id)
-                JOIN collections AS co ON co.id = ch.collection_id
-                CROSS JOIN LATERAL (
-                    SELECT coalesce(sum(cardinality(array_positions(u.weights, 'A'))), 0),
-                           coalesce(sum(cardinality(u.weights)
-                                        - cardinality(array_positions(u.weights, 'A'))), 0)
-                    FROM unnest(ch.tsv) AS u
-                ) AS l (len_title, len_body)
-                WHERE co.bm25_reference_length IS NULL
-                GROUP BY ch.collection_id
-            ) AS s
-            WHERE c.id = s.collection_id AND c.bm25_reference_length IS NULL;
-
             WITH terms AS (
                 SELECT ch.id AS chunk_id, ch.collection_id, u.lexeme,
                        cardinality(array_positions(u.weights, 'A')) AS tf_title,
@@ -148,16 +116,12 @@ def upgrade() -> None:
                 LEFT JOIN terms AS t ON t.chunk_id = ch.id
                 GROUP BY ch.id, ch.collection_id, ch.language
             ), added AS (
-                INSERT INTO postings (collection_id, lexeme, chunk_id, impact,
+                INSERT INTO postings (collection_id, lexeme, chunk_id,
                                       tf_title, tf_body, len_title, len_body)
                 SELECT t.collection_id, t.lexeme, t.chunk_id,
-                       bm25_tf(t.tf_title * c.title_boost + t.tf_body,
-                               l.len_title * c.title_boost + l.len_body,
-                               c.bm25_reference_length, c.bm25_k1, c.bm25_b),
                        t.tf_title, t.tf_body, l.len_title, l.len_body
                 FROM terms AS t
                 JOIN lengths AS l USING (chunk_id)
-                JOIN collections AS c ON c.id = t.collection_id
                 -- In index order: consecutive rows land on the same index pages.
                 ORDER BY t.collection_id, t.lexeme
             ), counted AS (
@@ -323,8 +287,7 @@ def upgrade() -> None:
         $$
         """
     )
-    # Recompute a collection's postings and statistics from its chunks, with a new reference
-    # length. Waits for the collection's writers to finish and holds new ones back meanwhile.
+    # Recompute a collection's postings and statistics from its chunks. Waits for the collection's writers to finish and holds new ones back meanwhile.
     op.execute(
         """
         CREATE FUNCTION bm25_rebuild(collection bigint) RETURNS void LANGUAGE plpgsql AS $$
@@ -335,7 +298,6 @@ def upgrade() -> None:
             DELETE FROM bm25_pending_sizes WHERE collection_id = collection;
             DELETE FROM bm25_terms WHERE collection_id = collection;
             DELETE FROM bm25_pending_terms WHERE collection_id = collection;
-            UPDATE collections SET bm25_reference_length = NULL WHERE id = collection;
             PERFORM bm25_index(ARRAY(SELECT id FROM chunks WHERE collection_id = collection));
             PERFORM bm25_compact(collection);
         END
@@ -362,7 +324,6 @@ def downgrade() -> None:
     op.execute(
         """
         ALTER TABLE collections
-            DROP COLUMN bm25_k1, DROP COLUMN bm25_b, DROP COLUMN title_boost,
-            DROP COLUMN bm25_reference_length
+            DROP COLUMN bm25_k1, DROP COLUMN bm25_b, DROP COLUMN title_boost
         """
     )

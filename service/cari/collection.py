@@ -91,7 +91,6 @@ class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
 
 
 Conn = psycopg.AsyncConnection[Any]
-BM25_PARAMETERS = ("bm25_k1", "bm25_b", "title_boost")  # changing one re-indexes the postings
 
 
 async def create(conn: Conn, spec: CollectionCreate) -> Collection:
@@ -125,8 +124,7 @@ async def get(conn: Conn, name: str) -> Collection:
 
 
 async def update(conn: Conn, name: str, changes: CollectionUpdate) -> Collection:
-    """Apply the given changes; a new language or new BM25 parameters re-index the collection's
-    text in the same transaction."""
+    """Apply the given changes; a new language re-indexes the collection's text."""
     params = {
         field: (None if value is msgspec.UNSET else value)
         for field, value in msgspec.structs.asdict(changes).items()
@@ -136,10 +134,6 @@ async def update(conn: Conn, name: str, changes: CollectionUpdate) -> Collection
         async with conn.transaction(), conn.cursor(row_factory=kwargs_row(Collection)) as cur:
             await cur.execute(query("collection_update"), params)
             row = await cur.fetchone()
-            if row is not None and any(
-                getattr(changes, field) is not msgspec.UNSET for field in BM25_PARAMETERS
-            ):
-                await cur.execute(query("bm25_rebuild"), {"name": name})
     except pg_errors.UndefinedObject:
         raise await unknown_language(conn, str(changes.language)) from None
     if row is None:

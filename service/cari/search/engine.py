@@ -152,7 +152,7 @@ class Searcher:
         async def keyword() -> list[Candidate]:
             nonlocal postings_read
             found = await _timed(
-                timings, "keyword", self._keyword(text, collection, top_k, filters, params)
+                timings, "keyword", self._keyword(text, collection, filters, params)
             )
             postings_read = found.postings_read
             return found.candidates
@@ -226,7 +226,6 @@ class Searcher:
         self,
         text: str,
         collection: _Collection,
-        top_k: int,
         filters: sql.Composable,
         params: dict[str, Any],
     ) -> bm25.KeywordResult:
@@ -235,7 +234,6 @@ class Searcher:
                 conn,
                 collection.id,
                 text,
-                exact=top_k,
                 candidates=params["candidates"],
                 filters=filters,
                 params=params,
