@@ -287,7 +287,8 @@ def upgrade() -> None:
         $$
         """
     )
-    # Recompute a collection's postings and statistics from its chunks. Waits for the collection's writers to finish and holds new ones back meanwhile.
+    # Recompute a collection's postings and statistics from its chunks. Waits for the
+    # collection's writers to finish and holds new ones back meanwhile.
     op.execute(
         """
         CREATE FUNCTION bm25_rebuild(collection bigint) RETURNS void LANGUAGE plpgsql AS $$
