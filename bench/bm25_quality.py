@@ -32,7 +32,7 @@ import argparse
 import asyncio
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,42 +115,40 @@ async def load(
     return ref, {int(r[0]): str(r[1]) for r in rows}, [str(r[2]) for r in rows]
 
 
-async def sql_ranking(
-    pool: AsyncConnectionPool,
-    statement: str,
-    params: dict[str, Any],
-    queries: dict[str, str],
-    documents: dict[int, str],
+ChunkIds = Callable[[psycopg.AsyncConnection[Any], str], Awaitable[list[int]]]
+
+
+async def timed_ranking(
+    pool: AsyncConnectionPool, ranker: ChunkIds, queries: dict[str, str], documents: dict[int, str]
 ) -> tuple[Ranking, list[float]]:
+    """Each query's documents as `ranker` ranks its chunks, and the milliseconds it took."""
     ranking: Ranking = {}
     took = []
     async with pool.connection() as conn:
         for qid, text in queries.items():
             started = time.perf_counter()
-            cur = await conn.execute(statement, {**params, "query": text, "depth": DEPTH})
-            rows = await cur.fetchall()
+            chunk_ids = await ranker(conn, text)
             took.append((time.perf_counter() - started) * 1000)
-            ranking[qid] = document_ranking([documents[int(r[0])] for r in rows])
+            ranking[qid] = document_ranking([documents[c] for c in chunk_ids])
     return ranking, took
 
 
-async def cari_ranking(
-    pool: AsyncConnectionPool,
-    ref: store.CollectionRef,
-    queries: dict[str, str],
-    documents: dict[int, str],
-) -> tuple[Ranking, list[float]]:
-    ranking: Ranking = {}
-    took = []
-    async with pool.connection() as conn:
-        for qid, text in queries.items():
-            started = time.perf_counter()
-            found = await bm25.search(
-                conn, ref.id, text, candidates=DEPTH, filters=sql.SQL(""), params={}
-            )
-            took.append((time.perf_counter() - started) * 1000)
-            ranking[qid] = document_ranking([documents[c.chunk_id] for c in found.candidates])
-    return ranking, took
+def sql_ranker(statement: str, params: dict[str, Any]) -> ChunkIds:
+    async def rank(conn: psycopg.AsyncConnection[Any], text: str) -> list[int]:
+        cur = await conn.execute(statement, {**params, "query": text, "depth": DEPTH})
+        return [int(r[0]) for r in await cur.fetchall()]
+
+    return rank
+
+
+def cari_ranker(ref: store.CollectionRef) -> ChunkIds:
+    async def rank(conn: psycopg.AsyncConnection[Any], text: str) -> list[int]:
+        found = await bm25.search(
+            conn, ref.id, text, candidates=DEPTH, filters=sql.SQL(""), params={}
+        )
+        return [c.chunk_id for c in found.candidates]
+
+    return rank
 
 
 def library_ranking(
@@ -188,11 +186,13 @@ async def run_dataset(
                     conn, "keyword", collection.CollectionUpdate(title_boost=boost)
                 )
             name = f"cari bm25 (boost {boost:g})"
-            rankings[name], latency[name] = await cari_ranking(pool, ref, queries, documents)
+            rankings[name], latency[name] = await timed_ranking(
+                pool, cari_ranker(ref), queries, documents
+            )
         params = {"collection_id": ref.id, "language": language}
         for name, statement in (("ts_rank_cd AND", TS_RANK_AND), ("ts_rank_cd OR", TS_RANK_OR)):
-            rankings[name], latency[name] = await sql_ranking(
-                pool, statement, params, queries, documents
+            rankings[name], latency[name] = await timed_ranking(
+                pool, sql_ranker(statement, params), queries, documents
             )
         dsn = pool.conninfo
     finally:

@@ -247,20 +247,17 @@ class SqlAlone:
     """Every statement the service runs for a search, bare, on two held connections: the
     collection lookup, the retriever(s) (both at once for hybrid), the fetch of the top 10."""
 
-    def __init__(self, conns: list[Any], collection_id: int, language: int, settings: Settings):
+    def __init__(self, conns: list[Any], collection_id: int, settings: Settings):
         self.a, self.b = conns
         empty = sql.SQL("")
         self.keyword_statement = sql.SQL(query("search_keyword")).format(filters=empty)
         self.vector_statement = sql.SQL(query("search_vector")).format(filters=empty)
         self.params = {"collection_id": collection_id, "candidates": settings.search_candidates}
-        self.language = language
         self.ef_search = settings.hnsw_ef_search
         self.vectors: dict[str, np.ndarray] = {}
 
     async def keyword(self, text: str, conn: Any = None) -> list[Any]:
-        cur = await (conn or self.a).execute(
-            self.keyword_statement, {**self.params, "query": text, "language": self.language}
-        )
+        cur = await (conn or self.a).execute(self.keyword_statement, {**self.params, "query": text})
         return await cur.fetchall()
 
     async def vector(self, text: str, conn: Any = None) -> list[Any]:
@@ -337,7 +334,7 @@ async def run(chunks: int, query_count: int, rounds: int) -> None:
         cur = await conn.execute(query("collection_for_search"), {"name": COLLECTION})
         row = await cur.fetchone()
         assert row is not None
-        collection_id, language = int(row[0]), int(row[1])
+        collection_id = int(row[0])
         cur = await conn.execute(
             "SELECT count(*), version(), "
             "(SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
@@ -356,7 +353,7 @@ async def run(chunks: int, query_count: int, rounds: int) -> None:
         # Autocommit: a lone statement is one round trip; the vector pair gets BEGIN/COMMIT.
         await a.set_autocommit(True)
         await b.set_autocommit(True)
-        bare = SqlAlone([a, b], collection_id, language, settings)
+        bare = SqlAlone([a, b], collection_id, settings)
         bare.vectors = sql_alone_vectors
         measure_started = time.perf_counter()
         for round_ in range(rounds + 1):  # round 0 is the warm-up
@@ -393,7 +390,7 @@ async def run(chunks: int, query_count: int, rounds: int) -> None:
         explain_keyword = await explain(
             a,
             sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + bare.keyword_statement,
-            {**bare.params, "query": queries[0], "language": language},
+            {**bare.params, "query": queries[0]},
         )
         async with a.transaction():
             await a.execute(query("search_vector_settings"), {"ef_search": bare.ef_search})
