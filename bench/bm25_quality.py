@@ -42,6 +42,9 @@ from psycopg_pool import AsyncConnectionPool
 
 from bench.database import fresh_pool
 from bench.quality import (
+    DATASETS,
+    TS_RANK_AND,
+    TS_RANK_OR,
     Qrels,
     Ranking,
     corpus_records,
@@ -61,27 +64,9 @@ from cari.ingest.pipeline import chunk
 from cari.search import bm25
 from cari.settings import Settings, load_settings
 
-DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "datasets"
 DEPTH = 100
 BATCH = 500
 METRICS = ("nDCG@10", "Recall@10", "MRR@10", f"Recall@{DEPTH}")
-
-# The tutorial's keyword branch: every query word required, ranked by cover density.
-TS_RANK_AND = """
-SELECT c.id FROM websearch_to_tsquery(%(language)s::regconfig, %(query)s) AS q (query), chunks c
-WHERE c.collection_id = %(collection_id)s AND c.tsv @@ q.query
-ORDER BY ts_rank_cd(c.tsv, q.query) DESC, c.id LIMIT %(depth)s
-"""
-# The same ranking with any query lexeme enough to match.
-TS_RANK_OR = """
-WITH q AS (
-    SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS query
-    FROM unnest(to_tsvector(%(language)s::regconfig, %(query)s))
-)
-SELECT c.id FROM q, chunks c
-WHERE c.collection_id = %(collection_id)s AND c.tsv @@ q.query
-ORDER BY ts_rank_cd(c.tsv, q.query) DESC, c.id LIMIT %(depth)s
-"""
 
 
 async def load(

@@ -1,28 +1,42 @@
-"""Retrieval quality on a BEIR-format dataset: nDCG@10, Recall@10, MRR@10 and Recall@50.
+"""Retrieval quality on BEIR-format datasets: every search mode and the usual baselines, one run.
 
-    python -m bench.quality --dataset DIR [--split test] [--language english|indonesian|simple]
-                            [--limit-queries N] [--top-k 50]
+    python -m bench.quality [--dataset DIR ...] [--split test] [--language LANGUAGE]
+                            [--limit-queries N] [--out bench/results/quality.json]
+
+For each dataset (default: every folder of ../shared/eval/datasets that has `qrels/<split>.tsv`),
+in a fresh database:
 
 - Corpus: every record of `corpus.jsonl` becomes one document (`external_id` = `_id`, its
   `title`, one section with its `text`, no metadata) ingested through the real path,
   `Ingestor.ingest`, in batches of 64: chunked, embedded, written by binary COPY. A record
   with no text but a title (many CACM records) is its title; one with neither is skipped and
-  counted. The collection's text-search language is `english`, or
-  `indonesian` when the folder's name contains "tydi" (`--language` overrides).
+  counted. The collection's text-search language is `english`, or `indonesian` when the
+  folder's name contains "tydi" (`--language` overrides).
 - Embeddings: the configured embedder (the local model unless `CARI_EMBEDDER` says otherwise),
   behind the on-disk cache of `bench/embedding_cache.py`: a rerun embeds nothing.
 - Queries: those of `queries.jsonl` with judgements in `qrels/<split>.tsv`, in file order (the
-  first `--limit-queries`), each run through `Searcher.search` in keyword, vector and hybrid
-  mode with `top_k` 50 (the API's maximum) and `candidates` 100, one request at a time.
+  first `--limit-queries`), one request at a time.
+- Runs, each returning 100 chunks per query:
+  - `keyword`, `vector`, `hybrid`: `Searcher.search` in that mode with the collection's
+    defaults, `top_k` 100 and 100 candidates per retriever. The engine is called in process,
+    where `top_k` is not held to the HTTP API's bound of 50, so Recall@100 is measured on the
+    real path.
+  - Baselines, on the same chunks in the same run: `ts_rank_cd`, the tutorial's keyword branch
+    (`websearch_to_tsquery`, every word required, ranked by `ts_rank_cd`); `rrf equal`, plain
+    equal-weight RRF (k 60, weights 1 and 1, no intent boost) of the `keyword` and `vector`
+    lists above, by the engine's own `weighted_rrf`; `tutorial hybrid`, the same RRF of the
+    `ts_rank_cd` list and the `vector` list.
 - Results are chunks: each becomes its document, which keeps its best (first) rank, since the
   judgements are per document.
 - Metrics: computed by `pytrec_eval` (trec_eval's definitions; nDCG with linear gains, as BEIR
   reports it) per query, then averaged over every evaluated query, a query with no results
-  counting 0. nDCG@10, Recall@10 and Recall@50 on the ranked documents; MRR@10 is `recip_rank`
-  on the run cut to its first 10 documents.
-- Recall@50, not Recall@100: the search API returns at most 50 results (`top_k` <= 50) and the
-  retrievers' deeper candidate lists are internal to the engine, so depth 100 is out of reach
-  through the public API. `--top-k` below 50 lowers the depth; above 50 it is capped.
+  counting 0. nDCG@10, Recall@10 and Recall@100 on the ranked documents; MRR@10 is
+  `recip_rank` on the run cut to its first 10 documents. Latency is each mode's
+  `Searcher.search` call, p50 and p95.
+- Output: a table per dataset, then one row per dataset and run; with `--out`, the figures per
+  dataset and split as JSON (a rerun of one dataset replaces only its entry), read by
+  `bench.plots`; and every query's keyword and vector lists with their scores in
+  `bench/.cache/runs/<dataset>-<split>.json`, for fusion studies that need no database.
 
 Runs on DATABASE_URL if set (in a fresh database `cari_bench_quality`), else on a throwaway
 embedded server in a temporary folder. The core, `run_quality`, takes an open pool, the settings,
@@ -35,6 +49,7 @@ import argparse
 import asyncio
 import csv
 import json
+import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -44,20 +59,45 @@ import pytrec_eval
 from psycopg_pool import AsyncConnectionPool
 
 from bench.database import fresh_pool
-from bench.embedding_cache import CachingEmbedder
+from bench.embedding_cache import CACHE_DIR, CachingEmbedder
 from cari import collection
 from cari.embed import Embedder, make_embedder
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import Ingestor
 from cari.ingest.store import NewDocument
 from cari.search.engine import Mode, Searcher, SearchRequest
+from cari.search.fusion import Candidate, weighted_rrf
 from cari.settings import Settings, load_settings
 
+DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "datasets"
+RUNS_DIR = CACHE_DIR / "runs"
 MODES: tuple[Mode, ...] = ("keyword", "vector", "hybrid")
-MAX_TOP_K = 50  # SearchRequest.top_k's bound
-CANDIDATES = 100
+BASELINES = ("ts_rank_cd", "rrf equal", "tutorial hybrid")
+DEPTH = 100  # results per run: the depth of Recall@100, and candidates per retriever
+RRF_K = 60  # the k of the RRF paper, and of every tutorial
 INGEST_BATCH = 64
 DATABASE = "cari_bench_quality"
+
+# The tutorial's keyword branch: every query word required, ranked by cover density.
+TS_RANK_AND = """
+SELECT c.id FROM websearch_to_tsquery(%(language)s::regconfig, %(query)s) AS q (query), chunks c
+WHERE c.collection_id = %(collection_id)s AND c.tsv @@ q.query
+ORDER BY ts_rank_cd(c.tsv, q.query) DESC, c.id LIMIT %(depth)s
+"""
+# The same ranking with any query lexeme enough to match.
+TS_RANK_OR = """
+WITH q AS (
+    SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS query
+    FROM unnest(to_tsvector(%(language)s::regconfig, %(query)s))
+)
+SELECT c.id FROM q, chunks c
+WHERE c.collection_id = %(collection_id)s AND c.tsv @@ q.query
+ORDER BY ts_rank_cd(c.tsv, q.query) DESC, c.id LIMIT %(depth)s
+"""
+CHUNK_DOCUMENTS = """
+SELECT c.id, d.external_id FROM chunks c JOIN documents d ON d.id = c.document_id
+JOIN collections k ON k.id = c.collection_id WHERE k.name = %(name)s
+"""
 
 Qrels = dict[str, dict[str, int]]
 Ranking = dict[str, list[str]]  # query id -> document ids, best first
@@ -223,17 +263,14 @@ async def run_quality(
     split: str = "test",
     language: str | None = None,
     limit_queries: int | None = None,
-    top_k: int = MAX_TOP_K,
     collection_name: str = "quality",
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Ingest `dataset` into a new collection on `pool`'s (migrated) database, run its judged
-    queries in every mode and return the figures: counts, timings, per-mode mean and per-query
-    metrics, the document rankings, and the embedding cache's hit rate (None without cache)."""
+    queries in every mode and baseline and return the figures: counts, timings, per-run mean
+    and per-query metrics, the document rankings, each query's retriever lists (chunk id,
+    score) with the chunks' documents, and the embedding cache's hit rate (None without)."""
     began = time.perf_counter()
-    depth = min(top_k, MAX_TOP_K)
-    if depth < 10:
-        raise ValueError("top_k must be at least 10 (the metrics look at the top 10)")
     language = language or default_language(dataset)
     queries = load_queries(dataset)
     qrels_all = load_qrels(dataset, split)
@@ -243,148 +280,247 @@ async def run_quality(
     qrels = {qid: qrels_all[qid] for qid in judged}
 
     async with pool.connection() as conn:
-        await collection.create(
+        created = await collection.create(
             conn, collection.CollectionCreate(name=collection_name, language=language)
         )
     ingestor = Ingestor(pool, embedder, settings)
     counts = await ingest_corpus(ingestor, collection_name, dataset, progress)
     async with pool.connection() as conn:
-        await conn.execute("ANALYZE chunks")  # the statistics autovacuum would leave
+        await conn.execute("VACUUM (ANALYZE) chunks, postings")  # the state autovacuum leaves
+        cur = await conn.execute(CHUNK_DOCUMENTS, {"name": collection_name})
+        documents = {int(chunk_id): str(doc) for chunk_id, doc in await cur.fetchall()}
+        cur = await conn.execute(
+            "SELECT id FROM collections WHERE name = %(name)s", {"name": collection_name}
+        )
+        collection_id = (await cur.fetchone() or (None,))[0]
     ingested = time.perf_counter()
     if progress is not None:
         progress(
             f"  ingest done: {counts['documents']:,} documents, {counts['chunks']:,} chunks in "
-            f"{ingested - began:.0f} s; searching {len(judged)} queries x {len(MODES)} modes"
+            f"{ingested - began:.0f} s; searching {len(judged)} queries"
         )
 
     searcher = Searcher(pool, embedder, settings)
-    rankings: dict[str, Ranking] = {mode: {} for mode in MODES}
-    search_s = dict.fromkeys(MODES, 0.0)
+    chunk_runs: dict[str, dict[str, list[Candidate]]] = {
+        name: {} for name in (*MODES, "ts_rank_cd")
+    }
+    latency: dict[str, list[float]] = {name: [] for name in (*MODES, "ts_rank_cd")}
+    ts_params = {"collection_id": collection_id, "language": language, "depth": DEPTH}
     for qid in judged:
         for mode in MODES:
-            request = SearchRequest(
-                query=queries[qid], mode=mode, top_k=depth, candidates=CANDIDATES
-            )
+            request = SearchRequest(query=queries[qid], mode=mode, top_k=DEPTH, candidates=DEPTH)
             started = time.perf_counter()
             response = await searcher.search(collection_name, request)
-            search_s[mode] += time.perf_counter() - started
+            latency[mode].append((time.perf_counter() - started) * 1000)
             if response.degraded:
                 raise RuntimeError(f"search degraded ({response.warnings}): figures would be wrong")
-            rankings[mode][qid] = document_ranking([r.document_id for r in response.results])
+            chunk_runs[mode][qid] = [
+                Candidate(r.chunk_id, r.retrievers[mode].score if mode != "hybrid" else r.score)
+                for r in response.results
+            ]
+        async with pool.connection() as conn:
+            started = time.perf_counter()
+            cur = await conn.execute(TS_RANK_AND, {**ts_params, "query": queries[qid]})
+            rows = await cur.fetchall()
+            latency["ts_rank_cd"].append((time.perf_counter() - started) * 1000)
+        chunk_runs["ts_rank_cd"][qid] = [Candidate(int(r[0]), 0.0) for r in rows]
 
-    per_query = {mode: evaluate(qrels, rankings[mode], depth) for mode in MODES}
+    equal = {"keyword": 1.0, "vector": 1.0}
+    for name, keyword_run in (("rrf equal", "keyword"), ("tutorial hybrid", "ts_rank_cd")):
+        chunk_runs[name] = {
+            qid: [
+                Candidate(f.chunk_id, f.score)
+                for f in weighted_rrf(
+                    {"keyword": chunk_runs[keyword_run][qid], "vector": chunk_runs["vector"][qid]},
+                    equal,
+                    RRF_K,
+                )[:DEPTH]
+            ]
+            for qid in judged
+        }
+    rankings = {
+        name: {qid: document_ranking([documents[c.chunk_id] for c in run[qid]]) for qid in judged}
+        for name, run in chunk_runs.items()
+    }
+    runs = (*MODES, *BASELINES)
+    per_query = {name: evaluate(qrels, rankings[name], DEPTH) for name in runs}
     stats = embedder.stats if isinstance(embedder, CachingEmbedder) else None
     return {
         "dataset": dataset.name,
         "split": split,
         "language": language,
         "model": embedder.model_name,
-        "depth": depth,
-        "candidates": CANDIDATES,
-        "metrics": metric_names(depth),
+        "depth": DEPTH,
+        "metrics": metric_names(DEPTH),
+        "defaults": {
+            "vector_weight": created.vector_weight,
+            "keyword_weight": created.keyword_weight,
+            "rrf_k": created.rrf_k,
+        },
         **counts,
         "queries": len(judged),
         "queries_judged": len(qrels_all),
         "queries_total": len(queries),
-        "modes": {mode: mean_metrics(per_query[mode]) for mode in MODES},
+        "runs": {name: mean_metrics(per_query[name]) for name in runs},
         "per_query": per_query,
         "rankings": rankings,
-        "no_results": {mode: sum(1 for d in rankings[mode].values() if not d) for mode in MODES},
-        "mean_documents": {
-            mode: sum(len(d) for d in rankings[mode].values()) / max(1, len(judged))
-            for mode in MODES
+        "lists": {
+            qid: {
+                name: [[c.chunk_id, c.score] for c in chunk_runs[name][qid]]
+                for name in ("keyword", "vector")
+            }
+            for qid in judged
         },
-        "timings_s": {
-            "ingest": ingested - began,
-            **{f"search_{mode}": search_s[mode] for mode in MODES},
-            "total": time.perf_counter() - began,
+        "chunk_documents": {
+            c.chunk_id: documents[c.chunk_id]
+            for name in ("keyword", "vector")
+            for run in chunk_runs[name].values()
+            for c in run
         },
+        "no_results": {name: sum(1 for d in rankings[name].values() if not d) for name in runs},
+        "latency_ms": {name: percentiles(values) for name, values in latency.items()},
+        "timings_s": {"ingest": ingested - began, "total": time.perf_counter() - began},
         "cache": None
         if stats is None
         else {"hits": stats.hits, "misses": stats.misses, "hit_rate": stats.hit_rate},
     }
 
 
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    if len(values) < 2:
+        value = values[0] if values else 0.0
+        return {"p50": value, "p95": value}
+    return {"p50": statistics.median(values), "p95": statistics.quantiles(values, n=20)[-1]}
+
+
 # -- the command --------------------------------------------------------------------------------
 
 
-def report(result: dict[str, Any], cache_file: Path | None, top_k: int) -> str:
-    depth = result["depth"]
+def report(result: dict[str, Any]) -> str:
     names = result["metrics"]
     lines = [
         f"dataset {result['dataset']} (split {result['split']}, language {result['language']}, "
         f"model {result['model']})",
-        f"corpus: {result['documents']:,} documents ingested, {result['chunks']:,} chunks; "
-        f"{result['skipped_empty']} skipped for having neither text nor title",
+        f"corpus: {result['documents']:,} documents ingested, {result['chunks']:,} "
+        f"chunks; {result['skipped_empty']} skipped for having neither text nor title",
         f"queries: {result['queries']} evaluated ({result['queries_judged']} of "
         f"{result['queries_total']} have qrels in {result['split']})",
-        f"search: Searcher.search, top_k {depth}, candidates {result['candidates']}, "
-        "one request at a time; chunks -> documents at their best rank",
+        f"runs: top {result['depth']} chunks per query (Searcher.search in process, candidates "
+        f"{result['depth']}); chunks -> documents at their best rank",
     ]
-    if top_k > MAX_TOP_K:
-        lines.append(f"  (--top-k {top_k} capped at {MAX_TOP_K}, the search API's maximum)")
-    lines.append(
-        f"  Recall@{depth}, not Recall@100: the API returns at most {MAX_TOP_K} results and the "
-        "retrievers' deeper candidate lists are internal to the engine"
-    )
     cache = result["cache"]
     if cache is not None:
         lines.append(
-            f"embedding cache {cache_file}: {cache['hits']:,} hits, {cache['misses']:,} misses, "
+            f"embedding cache: {cache['hits']:,} hits, {cache['misses']:,} misses, "
             f"hit rate {cache['hit_rate']:.1%}"
         )
     lines.append("")
-    header = f"{'mode':<8} " + " ".join(f"{n:>10}" for n in names)
-    lines.append(header + f" {'no result':>10} {'docs/query':>11} {'search s':>9}")
-    for mode in MODES:
-        values = result["modes"][mode]
+    lines.append(
+        f"{'run':<16} "
+        + " ".join(f"{n:>10}" for n in names)
+        + f" {'no result':>10} {'p50 ms':>8} {'p95 ms':>8}"
+    )
+    for name, values in result["runs"].items():
+        timing = result["latency_ms"].get(name)
         lines.append(
-            f"{mode:<8} "
+            f"{name:<16} "
             + " ".join(f"{values[n]:>10.4f}" for n in names)
-            + f" {result['no_results'][mode]:>10} {result['mean_documents'][mode]:>11.1f}"
-            + f" {result['timings_s'][f'search_{mode}']:>9.1f}"
+            + f" {result['no_results'][name]:>10}"
+            + (f" {timing['p50']:>8.1f} {timing['p95']:>8.1f}" if timing else "")
         )
     timings = result["timings_s"]
     lines += [
         "",
-        f"(no result: queries with no hit at all; docs/query: distinct documents in the top "
-        f"{depth} chunks, the depth of Recall@{depth})",
-        f"time: ingest {timings['ingest']:.1f} s (embedding included), search "
-        f"{sum(timings[f'search_{m}'] for m in MODES):.1f} s, harness total "
+        f"time: ingest {timings['ingest']:.1f} s (embedding included), harness total "
         f"{timings['total']:.1f} s",
     ]
     return "\n".join(lines)
 
 
-async def main_async(args: argparse.Namespace) -> None:
-    began = time.perf_counter()
-    settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
-    pool = await fresh_pool(DATABASE, settings)
-    embedder = CachingEmbedder(make_embedder(settings))
-    print(f"quality: {args.dataset} into a fresh database {DATABASE}", flush=True)
-    try:
-        result = await run_quality(
-            pool,
-            settings,
-            args.dataset,
-            embedder,
-            split=args.split,
-            language=args.language,
-            limit_queries=args.limit_queries,
-            top_k=args.top_k,
-            progress=lambda line: print(line, flush=True),
+def summary(results: Sequence[dict[str, Any]]) -> str:
+    """nDCG@10 and Recall@100 of every run, one row per dataset."""
+    if not results:
+        return ""
+    runs = list(results[0]["runs"])
+    lines = []
+    for metric in ("nDCG@10", f"Recall@{DEPTH}"):
+        lines.append(f"{metric:<28}" + "".join(f"{name:>16}" for name in runs))
+        for result in results:
+            label = f"{result['dataset']} ({result['split']})"
+            lines.append(
+                f"{label:<28}" + "".join(f"{result['runs'][n][metric]:>16.4f}" for n in runs)
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def save(result: dict[str, Any], out: Path, runs_dir: Path = RUNS_DIR) -> None:
+    """The figures into `out` (merged with what it holds), the retriever lists into `runs_dir`."""
+    key = f"{result['dataset']}/{result['split']}"
+    figures = json.loads(out.read_text()) if out.exists() else {}
+    figures[key] = {
+        k: result[k]
+        for k in (
+            "dataset",
+            "split",
+            "language",
+            "model",
+            "depth",
+            "defaults",
+            "documents",
+            "chunks",
+            "queries",
+            "runs",
+            "no_results",
+            "latency_ms",
         )
-    finally:
-        await pool.close()
-        await embedder.aclose()
-    print()
-    print(report(result, embedder.path, args.top_k))
-    print(f"total runtime {time.perf_counter() - began:.1f} s")
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(dict(sorted(figures.items())), indent=1) + "\n")
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    lists = {k: result[k] for k in ("dataset", "split", "lists", "chunk_documents")}
+    (runs_dir / f"{result['dataset']}-{result['split']}.json").write_text(json.dumps(lists))
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
+    folders = args.dataset or sorted(
+        d for d in DATASETS.iterdir() if (d / "qrels" / f"{args.split}.tsv").exists()
+    )
+    results = []
+    for folder in folders:
+        began = time.perf_counter()
+        pool = await fresh_pool(DATABASE, settings)
+        embedder = CachingEmbedder(make_embedder(settings))
+        print(f"quality: {folder} into a fresh database {DATABASE}", flush=True)
+        try:
+            result = await run_quality(
+                pool,
+                settings,
+                folder,
+                embedder,
+                split=args.split,
+                language=args.language,
+                limit_queries=args.limit_queries,
+                progress=lambda line: print(line, flush=True),
+            )
+        finally:
+            await pool.close()
+            await embedder.aclose()
+        results.append(result)
+        print()
+        print(report(result))
+        print(f"total runtime {time.perf_counter() - began:.1f} s\n", flush=True)
+        if args.out is not None:
+            save(result, args.out)
+    print(summary(results))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", type=Path, required=True, help="a BEIR-format folder")
+    parser.add_argument(
+        "--dataset", type=Path, action="append", help="a BEIR-format folder (repeatable)"
+    )
     parser.add_argument("--split", default="test", help="qrels/<split>.tsv (default: test)")
     parser.add_argument(
         "--language",
@@ -392,19 +528,13 @@ def main() -> None:
         help="text-search language (default: english; indonesian for a folder named *tydi*)",
     )
     parser.add_argument("--limit-queries", type=int, help="only the first N judged queries")
-    parser.add_argument(
-        "--top-k",
-        type=int,
-        default=MAX_TOP_K,
-        help=f"results per search, 10..{MAX_TOP_K} (more is capped at {MAX_TOP_K})",
-    )
+    parser.add_argument("--out", type=Path, help="merge the figures into this JSON file")
     args = parser.parse_args()
-    if args.top_k < 10:
-        parser.error("--top-k must be at least 10")
     if args.limit_queries is not None and args.limit_queries < 1:
         parser.error("--limit-queries must be at least 1")
-    if not (args.dataset / "corpus.jsonl").is_file():
-        parser.error(f"{args.dataset} has no corpus.jsonl")
+    for folder in args.dataset or []:
+        if not (folder / "corpus.jsonl").is_file():
+            parser.error(f"{folder} has no corpus.jsonl")
     asyncio.run(main_async(args))
 
 

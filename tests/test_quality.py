@@ -4,6 +4,7 @@ and a whole run on a tiny BEIR set on real PostgreSQL with the deterministic emb
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 from bench.embedding_cache import CachingEmbedder, cache_path
 from bench.quality import (
+    BASELINES,
     MODES,
     default_language,
     document_ranking,
@@ -20,6 +22,8 @@ from bench.quality import (
     load_queries,
     mean_metrics,
     run_quality,
+    save,
+    summary,
 )
 
 from cari import db
@@ -233,12 +237,12 @@ async def test_harness_on_tiny_beir_set(dsn: str, fake: FakeOpenAI, tmp_path: Pa
     assert (result["documents"], result["chunks"]) == (5, 5)
     assert result["skipped_empty"] == 1
     assert (result["queries"], result["queries_judged"], result["queries_total"]) == (3, 3, 4)
-    assert result["depth"] == 50
-    assert set(result["modes"]) == set(MODES)
-    for mode in MODES:
-        assert set(result["per_query"][mode]) == {"q1", "q2", "q3"}
-        for values in [result["modes"][mode], *result["per_query"][mode].values()]:
-            assert set(values) == {"nDCG@10", "Recall@10", "MRR@10", "Recall@50"}
+    assert result["depth"] == 100
+    assert list(result["runs"]) == [*MODES, *BASELINES]
+    for name in result["runs"]:
+        assert set(result["per_query"][name]) == {"q1", "q2", "q3"}
+        for values in [result["runs"][name], *result["per_query"][name].values()]:
+            assert set(values) == {"nDCG@10", "Recall@10", "MRR@10", "Recall@100"}
             assert all(0.0 <= v <= 1.0 for v in values.values())
 
     # The exact word is found by keyword search, first; fused with the vector list it stays so.
@@ -249,12 +253,46 @@ async def test_harness_on_tiny_beir_set(dsn: str, fake: FakeOpenAI, tmp_path: Pa
     assert result["per_query"]["hybrid"]["q1"]["nDCG@10"] == 1.0
     # Vector search returns every embedded document; the skipped one stays a miss.
     assert sorted(result["rankings"]["vector"]["q2"]) == ["balloon", "glide", "jet", "rotor", "zep"]
-    assert result["per_query"]["vector"]["q2"]["Recall@50"] == 1.0
-    assert result["per_query"]["vector"]["q3"]["Recall@50"] == 0.5
+    assert result["per_query"]["vector"]["q2"]["Recall@100"] == 1.0
+    assert result["per_query"]["vector"]["q3"]["Recall@100"] == 0.5
+    # BM25 ranks the two documents that share q3's words: "jet" ("engine", "quiet",
+    # "efficient") above "glide" ("engine" alone).
+    assert result["rankings"]["keyword"]["q3"] == ["jet", "glide"]
+    # The tutorial's keyword branch requires every word: "glide" holds all of q2's, none
+    # holds all of q3's. nDCG@10 of q2 is 2 / (2 + 1/log2(3)): the grade-1 balloon is missed.
+    assert result["rankings"]["ts_rank_cd"] == {"q1": ["zep"], "q2": ["glide"], "q3": []}
+    assert result["no_results"]["ts_rank_cd"] == 1
+    q2 = 2 / (2 + 1 / math.log2(3))
+    assert result["runs"]["ts_rank_cd"]["nDCG@10"] == pytest.approx((1 + q2 + 0) / 3)
+    # With nothing from ts_rank_cd for q3, the tutorial hybrid is the vector list there.
+    assert result["rankings"]["tutorial hybrid"]["q3"] == result["rankings"]["vector"]["q3"]
+    assert result["rankings"]["tutorial hybrid"]["q1"][0] == "zep"
+    # The collection's defaults are equal-weight RRF with k 60, so the engine's hybrid and the
+    # offline fusion of its two lists are the same ranking.
+    assert result["defaults"] == {"vector_weight": 1.0, "keyword_weight": 1.0, "rrf_k": 60}
+    assert result["rankings"]["rrf equal"] == result["rankings"]["hybrid"]
+    # The lists kept for fusion studies: both retrievers, scores best first, chunks mapped.
+    for lists in result["lists"].values():
+        for name in ("keyword", "vector"):
+            scores = [score for _, score in lists[name]]
+            assert scores == sorted(scores, reverse=True)
+            assert all(chunk_id in result["chunk_documents"] for chunk_id, _ in lists[name])
+    assert set(result["latency_ms"]) == {*MODES, "ts_rank_cd"}
 
     # 5 passages and 3 query vectors (vector and hybrid share the searcher's LRU cache).
     assert result["cache"] == {"hits": 0, "misses": 8, "hit_rate": 0.0}
     assert again["cache"] == {"hits": 8, "misses": 8, "hit_rate": 0.5}  # running totals
     assert len(fake.requests) == requests
-    assert again["modes"] == result["modes"]
+    assert again["runs"] == result["runs"]
     assert again["rankings"] == result["rankings"]
+
+    # Saved figures merge by dataset and split; the lists go to a file of their own.
+    out = tmp_path / "quality.json"
+    save(result, out, tmp_path / "runs")
+    save(again | {"split": "dev"}, out, tmp_path / "runs")
+    figures = json.loads(out.read_text())
+    assert list(figures) == ["beir-tiny/dev", "beir-tiny/test"]
+    assert figures["beir-tiny/test"]["runs"] == result["runs"]
+    saved = json.loads((tmp_path / "runs" / "beir-tiny-test.json").read_text())
+    assert saved["lists"] == result["lists"]
+    assert "nDCG@10" in summary([result, again])
