@@ -1,11 +1,11 @@
 -- Create a collection; fails with unique_violation if the name is taken and
 -- undefined_object if the text-search configuration does not exist.
 INSERT INTO collections
-    (name, language, search_mode, vector_weight, keyword_weight, rrf_k, threshold, top_k,
+    (name, language, search_mode, fusion, vector_weight, keyword_weight, rrf_k, threshold, top_k,
      bm25_k1, bm25_b, title_boost)
 VALUES
-    (%(name)s, %(language)s::regconfig, %(search_mode)s, %(vector_weight)s,
+    (%(name)s, %(language)s::regconfig, %(search_mode)s, %(fusion)s, %(vector_weight)s,
      %(keyword_weight)s, %(rrf_k)s, %(threshold)s, %(top_k)s,
      %(bm25_k1)s, %(bm25_b)s, %(title_boost)s)
-RETURNING name, language::text AS language, search_mode, vector_weight, keyword_weight,
+RETURNING name, language::text AS language, search_mode, fusion, vector_weight, keyword_weight,
           rrf_k, threshold, top_k, bm25_k1, bm25_b, title_boost, created_at, updated_at;

@@ -1,4 +1,4 @@
 -- What a search needs to know about its collection.
-SELECT id, search_mode, vector_weight, keyword_weight, rrf_k, top_k
+SELECT id, search_mode, fusion, vector_weight, keyword_weight, rrf_k, top_k
 FROM collections
 WHERE name = %(name)s;

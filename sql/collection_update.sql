@@ -8,6 +8,7 @@ WITH old AS (
     UPDATE collections AS c
     SET language       = coalesce(%(language)s::regconfig, c.language),
         search_mode    = coalesce(%(search_mode)s, c.search_mode),
+        fusion         = coalesce(%(fusion)s, c.fusion),
         vector_weight  = coalesce(%(vector_weight)s, c.vector_weight),
         keyword_weight = coalesce(%(keyword_weight)s, c.keyword_weight),
         rrf_k          = coalesce(%(rrf_k)s, c.rrf_k),
@@ -31,6 +32,6 @@ WITH old AS (
     FROM updated AS u
     WHERE ci.collection_id = u.id AND ci.language = u.old_language AND u.language <> u.old_language
 )
-SELECT name, language::text AS language, search_mode, vector_weight, keyword_weight,
+SELECT name, language::text AS language, search_mode, fusion, vector_weight, keyword_weight,
        rrf_k, threshold, top_k, bm25_k1, bm25_b, title_boost, created_at, updated_at
 FROM updated;

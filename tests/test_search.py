@@ -85,6 +85,39 @@ def test_paraphrase_found_by_vector_and_hybrid_not_keyword(shop: TestClient[Any]
     assert ids(search(shop, "shop", query=question))[0] == "battery"
 
 
+@pytest.mark.parametrize("fusion", ["rrf", "minmax", "zscore"])
+def test_every_fusion_keeps_exact_tokens_first_and_finds_paraphrases(
+    shop: TestClient[Any], fusion: str
+) -> None:
+    response = search(shop, "shop", query="SKU-9942-X", fusion=fusion, explain=True)
+    assert ids(response)[0] == "kit"
+    assert response["explain"]["fusion"] == fusion
+    assert response["explain"]["weights"] == {"keyword": 2.0, "vector": 0.5}
+    question = "how often should I charge the car accumulator?"
+    assert ids(search(shop, "shop", query=question, fusion=fusion))[0] == "battery"
+
+
+def test_collection_fusion_is_the_default_and_a_request_overrides_it(
+    dsn: str, fake: FakeOpenAI
+) -> None:
+    with app_client(dsn, fake) as client:
+        created = client.post("/v1/collections", json={"name": "f", "fusion": "minmax"})
+        assert created.status_code == 201, created.text
+        assert created.json()["fusion"] == "minmax"
+        add(client, "f", [{"id": "a", "text": "alpha beta"}, {"id": "b", "text": "gamma"}])
+        assert search(client, "f", query="alpha", explain=True)["explain"]["fusion"] == "minmax"
+        changed = client.patch("/v1/collections/f", json={"fusion": "zscore"})
+        assert changed.json()["fusion"] == "zscore"
+        response = search(client, "f", query="alpha", fusion="rrf", explain=True)
+        assert response["explain"]["fusion"] == "rrf"
+        # Convex scores are a weighted mean of values in 0..1: "a" tops the keyword list.
+        convex = search(client, "f", query="alpha", explain=True)
+        assert ids(convex)[0] == "a"
+        assert all(0.0 <= r["score"] <= 1.0 for r in convex["results"])
+        bad = client.patch("/v1/collections/f", json={"fusion": "borda"})
+        assert bad.status_code == 400 and "fusion" in bad.text
+
+
 def test_indonesian_question_finds_english_passage(shop: TestClient[Any]) -> None:
     response = search(shop, "shop", query="jam berapa museum buka?")
     assert ids(response)[0] == "museum"
@@ -115,6 +148,7 @@ def test_explain_reports_plan_and_timings(shop: TestClient[Any]) -> None:
         ({"query": "pump", "top_k": 51}, 400, "top_k"),
         ({"query": "pump", "vector_weight": -1}, 400, "vector_weight"),
         ({"query": "pump", "mode": "fuzzy"}, 400, "mode"),
+        ({"query": "pump", "fusion": "borda"}, 400, "fusion"),
         ({"query": "pump", "candidates": 1001}, 400, "candidates"),
         ({"query": "pump", "filters": {"metadata": {"year": {"gt": 3}}}}, 422, "filters"),
         ({"query": "pump", "filters": {"colour": 1}}, 422, "filters"),

@@ -12,8 +12,16 @@ from psycopg.rows import kwargs_row
 
 from cari.errors import Conflict, InvalidInput, NotFound
 from cari.queries import query
+from cari.search.fusion import Method
 
 SearchMode = Literal["hybrid", "vector", "keyword"]
+Fusion = Annotated[
+    Method,
+    msgspec.Meta(
+        description="rrf: weighted reciprocal rank fusion; minmax / zscore: the weighted mean of "
+        "each retriever's scores normalised over its candidates."
+    ),
+]
 
 # A slug: lower-case letters, digits, '-' and '_', starting with a letter or digit.
 Name = Annotated[
@@ -49,6 +57,7 @@ class Collection(msgspec.Struct, kw_only=True):
     name: str
     language: str
     search_mode: SearchMode
+    fusion: Method
     vector_weight: float
     keyword_weight: float
     rrf_k: int
@@ -65,6 +74,7 @@ class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     name: Name
     language: Language = "simple"
     search_mode: SearchMode = "hybrid"
+    fusion: Fusion = "rrf"
     vector_weight: Weight = 1.0
     keyword_weight: Weight = 1.0
     rrf_k: RrfK = 60
@@ -80,6 +90,7 @@ class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
 
     language: Language | msgspec.UnsetType = msgspec.UNSET
     search_mode: SearchMode | msgspec.UnsetType = msgspec.UNSET
+    fusion: Fusion | msgspec.UnsetType = msgspec.UNSET
     vector_weight: Weight | msgspec.UnsetType = msgspec.UNSET
     keyword_weight: Weight | msgspec.UnsetType = msgspec.UNSET
     rrf_k: RrfK | msgspec.UnsetType = msgspec.UNSET

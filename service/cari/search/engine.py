@@ -1,4 +1,4 @@
-"""Hybrid search: keyword and vector retrieval in parallel, fused with weighted RRF.
+"""Hybrid search: keyword and vector retrieval in parallel, then fused (`cari.search.fusion`).
 
 Shared by the HTTP API and the CLI. Each retriever runs on its own pooled connection; the query
 embedding is computed while the keyword query already runs.
@@ -25,7 +25,7 @@ from cari.queries import query
 from cari.search import bm25
 from cari.search import intent as intents
 from cari.search.filters import compile_filters
-from cari.search.fusion import Candidate, Fused, weighted_rrf
+from cari.search.fusion import Candidate, Fused, Method, fuse
 from cari.settings import Settings
 
 Mode = Literal["hybrid", "vector", "keyword"]
@@ -38,6 +38,7 @@ class SearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     query: Annotated[str, msgspec.Meta(max_length=4000)]
     mode: Mode | None = None
+    fusion: Method | None = None
     top_k: Annotated[int, msgspec.Meta(ge=1, le=50)] | None = None
     candidates: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None
     ef_search: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None
@@ -77,6 +78,7 @@ class SearchResponse(msgspec.Struct):
 class _Collection:
     id: int
     search_mode: Mode
+    fusion: Method
     vector_weight: float
     keyword_weight: float
     rrf_k: int
@@ -147,6 +149,7 @@ class Searcher:
         postings_read: int | None = None
         cached = False
         rrf_k = request.rrf_k or collection.rrf_k
+        method = request.fusion or collection.fusion
         top_k = request.top_k or collection.top_k
 
         async def keyword() -> list[Candidate]:
@@ -180,7 +183,7 @@ class Searcher:
                 lists["keyword"] = outcome
 
         fuse_started = time.perf_counter()
-        fused = weighted_rrf(lists, weights, rrf_k)[:top_k]
+        fused = fuse(lists, weights, method, rrf_k)[:top_k]
         timings["fuse"] = (time.perf_counter() - fuse_started) * 1000
         results = await _timed(timings, "fetch", self._results(fused))
         timings["total"] = (time.perf_counter() - started) * 1000
@@ -193,6 +196,7 @@ class Searcher:
                     "name": found.name,
                     "exact_tokens": [{"text": t.text, "kind": t.kind} for t in found.exact_tokens],
                 },
+                "fusion": method,
                 "weights": weights,
                 "base_weights": base,
                 "rrf_k": rrf_k,

@@ -1,0 +1,76 @@
+"""Fusion methods on hand-made lists: the arithmetic, ties, missing chunks and edge cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from cari.search.fusion import Candidate, fuse, min_max, z_score
+
+
+def lists() -> dict[str, list[Candidate]]:
+    return {
+        "keyword": [Candidate(1, 12.0), Candidate(2, 6.0), Candidate(3, 3.0)],
+        "vector": [Candidate(3, 0.9), Candidate(4, 0.8), Candidate(1, 0.5)],
+    }
+
+
+def test_rrf_sums_weighted_reciprocal_ranks() -> None:
+    fused = fuse(lists(), {"keyword": 2.0, "vector": 1.0}, "rrf", 10)
+    scores = {f.chunk_id: f.score for f in fused}
+    assert scores[1] == pytest.approx(2 / 11 + 1 / 13)
+    assert scores[3] == pytest.approx(2 / 13 + 1 / 11)
+    assert scores[4] == pytest.approx(1 / 12)
+    assert [f.chunk_id for f in fused] == [1, 3, 2, 4]
+    assert fused[0].ranks == {"keyword": (1, 12.0), "vector": (3, 0.5)}
+
+
+def test_min_max_maps_the_list_onto_zero_to_one() -> None:
+    assert min_max([12.0, 6.0, 3.0]) == pytest.approx([1.0, 1 / 3, 0.0])
+    assert min_max([5.0, 5.0]) == [1.0, 1.0]
+    assert min_max([]) == []
+
+
+def test_z_score_maps_three_sigma_onto_zero_to_one_and_clips() -> None:
+    # Mean 2, population standard deviation 1: one deviation is 1/6 of the scale.
+    assert z_score([3.0, 1.0]) == pytest.approx([0.5 + 1 / 6, 0.5 - 1 / 6])
+    outlier = z_score([100.0] + [1.0] * 20)
+    assert outlier[0] == 1.0  # 4.5 sigma above the mean, clipped
+    assert z_score([7.0]) == [1.0]
+    assert z_score([2.0, 2.0]) == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(("method", "normalise"), [("minmax", min_max), ("zscore", z_score)])
+def test_convex_is_the_weighted_mean_of_normalised_scores(method: str, normalise: object) -> None:
+    assert callable(normalise)
+    fused = fuse(lists(), {"keyword": 3.0, "vector": 1.0}, method, 60)  # type: ignore[arg-type]
+    keyword = dict(zip([1, 2, 3], normalise([12.0, 6.0, 3.0]), strict=True))
+    vector = dict(zip([3, 4, 1], normalise([0.9, 0.8, 0.5]), strict=True))
+    expected = {
+        chunk: 0.75 * keyword.get(chunk, 0.0) + 0.25 * vector.get(chunk, 0.0)
+        for chunk in (1, 2, 3, 4)
+    }
+    assert {f.chunk_id: f.score for f in fused} == pytest.approx(expected)
+    assert [f.score for f in fused] == sorted(expected.values(), reverse=True)
+    assert all(0.0 <= f.score <= 1.0 for f in fused)
+
+
+def test_convex_scale_does_not_depend_on_raw_score_units() -> None:
+    scaled = {
+        "keyword": [Candidate(c.chunk_id, c.score * 1000) for c in lists()["keyword"]],
+        "vector": lists()["vector"],
+    }
+    weights = {"keyword": 1.0, "vector": 1.0}
+    for method in ("minmax", "zscore"):
+        before = [(f.chunk_id, round(f.score, 12)) for f in fuse(lists(), weights, method, 60)]
+        after = [(f.chunk_id, round(f.score, 12)) for f in fuse(scaled, weights, method, 60)]
+        assert before == after
+
+
+def test_one_list_keeps_its_order_and_zero_weights_fall_back_to_ranks() -> None:
+    only = {"keyword": lists()["keyword"]}
+    for method in ("rrf", "minmax", "zscore"):
+        assert [f.chunk_id for f in fuse(only, {"keyword": 1.0}, method, 60)] == [1, 2, 3]
+        # No weight at all: every score is 0, and the best rank decides.
+        tied = fuse(lists(), {}, method, 60)
+        assert [f.chunk_id for f in tied] == [1, 3, 2, 4]
+    assert fuse({}, {"keyword": 1.0}, "zscore", 60) == []
