@@ -1,0 +1,259 @@
+"""Fusion sweep: which method, weights, RRF k and candidate depth make hybrid search best.
+
+    python -m bench.fusion [--tune tydiqa-goldp-id/dev cranfield/test cisi/test]
+                           [--report tydiqa-goldp-id/test cacm/test med/test]
+                           [--out bench/results/fusion.json]
+
+It needs no database and no model: it reads the keyword (BM25) and vector (HNSW) lists that
+`python -m bench.quality --out ...` kept for every judged query, 100 chunks each with their
+scores, in `bench/.cache/runs/<dataset>-<split>.json` (run bench.quality first, with
+`--split dev` for TyDi's tuning split). Each configuration is fused by the engine's own
+`cari.search.fusion.fuse` with the engine's intent boost (a query naming an exact token gets
+`CARI_INTENT_KEYWORD_BOOST` x keyword and `CARI_INTENT_VECTOR_BOOST` x vector weight), so a
+configuration scores here what the service would return with it.
+
+- Grid: method `rrf` (k in 10, 20, 40, 60, 100) and the convex `minmax` and `zscore`; vector
+  share `v` = vector_weight / (vector_weight + keyword_weight) from 0.1 to 0.9 by 0.1 (0.5 is
+  equal weights); candidates per retriever 20, 40, 100 (a list's first d chunks are what the
+  retriever returns for `candidates` = d: BM25 is exact, HNSW's order is the same up to its
+  approximation).
+- Metrics: nDCG@10 and Recall@100 of the fused list's documents (chunks -> documents at their
+  best rank), by `pytrec_eval` (`bench.quality.evaluate`), on each set's judged queries.
+- Choice, on the tuning sets only: the configuration with the highest mean gain in nDCG@10
+  over each set's better single retriever (keyword or vector, same lists, same depth 100),
+  among those that lose nowhere. The reporting sets are then scored once with that choice
+  against keyword, vector and equal-weight RRF (k 60, depth 40: the previous default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.quality import (
+    DATASETS,
+    RUNS_DIR,
+    Qrels,
+    Ranking,
+    document_ranking,
+    evaluate,
+    load_qrels,
+    load_queries,
+    mean_metrics,
+)
+from cari.search import intent
+from cari.search.fusion import Candidate, Method, fuse
+from cari.settings import load_settings
+
+TUNE = ("tydiqa-goldp-id/dev", "cranfield/test", "cisi/test")
+REPORT = ("tydiqa-goldp-id/test", "cacm/test", "med/test")
+SHARES = tuple(round(0.1 * i, 1) for i in range(1, 10))
+RRF_KS = (10, 20, 40, 60, 100)
+DEPTHS = (20, 40, 100)
+DEPTH = 100  # the lists' depth, and of Recall@100
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    method: Method
+    vector_share: float
+    rrf_k: int
+    depth: int
+
+    def label(self) -> str:
+        k = f" k {self.rrf_k}" if self.method == "rrf" else ""
+        return f"{self.method}{k} v {self.vector_share:.1f} depth {self.depth}"
+
+
+BASELINE = Config("rrf", 0.5, 60, 40)
+
+
+@dataclass(slots=True)
+class QuerySet:
+    """One dataset split: its judged queries, their lists, and the chunks' documents."""
+
+    name: str
+    qrels: Qrels
+    lists: dict[str, dict[str, list[Candidate]]]  # query -> retriever -> candidates
+    documents: dict[int, str]
+    boosted: set[str]  # queries the intent detector finds an exact token in
+
+
+def load_set(name: str, runs_dir: Path = RUNS_DIR, datasets: Path = DATASETS) -> QuerySet:
+    dataset, split = name.split("/")
+    path = runs_dir / f"{dataset}-{split}.json"
+    if not path.exists():
+        raise SystemExit(
+            f"{path} is missing: run `python -m bench.quality --dataset "
+            f"{datasets / dataset} --split {split} --out bench/results/quality.json` first"
+        )
+    saved = json.loads(path.read_text())
+    queries = load_queries(datasets / dataset)
+    qrels = load_qrels(datasets / dataset, split)
+    lists = {
+        qid: {
+            retriever: [Candidate(int(c), float(s)) for c, s in ranked]
+            for retriever, ranked in by_retriever.items()
+        }
+        for qid, by_retriever in saved["lists"].items()
+    }
+    return QuerySet(
+        name=name,
+        qrels={qid: qrels[qid] for qid in lists},
+        lists=lists,
+        documents={int(c): str(d) for c, d in saved["chunk_documents"].items()},
+        boosted={qid for qid in lists if intent.detect(queries[qid]).exact_tokens},
+    )
+
+
+def single(queries: QuerySet, retriever: str) -> Ranking:
+    return {
+        qid: document_ranking([queries.documents[c.chunk_id] for c in lists[retriever][:DEPTH]])
+        for qid, lists in queries.lists.items()
+    }
+
+
+def fused(queries: QuerySet, config: Config, boosts: tuple[float, float]) -> Ranking:
+    ranking: Ranking = {}
+    for qid, lists in queries.lists.items():
+        keyword_boost, vector_boost = boosts if qid in queries.boosted else (1.0, 1.0)
+        weights = {
+            "keyword": (1 - config.vector_share) * keyword_boost,
+            "vector": config.vector_share * vector_boost,
+        }
+        cut = {retriever: ranked[: config.depth] for retriever, ranked in lists.items()}
+        result = fuse(cut, weights, config.method, config.rrf_k)[:DEPTH]
+        ranking[qid] = document_ranking([queries.documents[f.chunk_id] for f in result])
+    return ranking
+
+
+def scores(queries: QuerySet, ranking: Ranking) -> dict[str, float]:
+    means = mean_metrics(evaluate(queries.qrels, ranking, DEPTH))
+    return {"nDCG@10": means["nDCG@10"], "Recall@100": means[f"Recall@{DEPTH}"]}
+
+
+def grid() -> Iterable[Config]:
+    for share, depth in itertools.product(SHARES, DEPTHS):
+        for k in RRF_KS:
+            yield Config("rrf", share, k, depth)
+        yield Config("minmax", share, 60, depth)
+        yield Config("zscore", share, 60, depth)
+
+
+def sweep(sets: list[QuerySet], boosts: tuple[float, float]) -> dict[str, Any]:
+    """Every configuration on every set, and the choice."""
+    singles = {s.name: {r: scores(s, single(s, r)) for r in ("keyword", "vector")} for s in sets}
+    best_single = {name: max(v["nDCG@10"] for v in r.values()) for name, r in singles.items()}
+    rows = []
+    for config in grid():
+        per_set = {s.name: scores(s, fused(s, config, boosts)) for s in sets}
+        gains = [per_set[name]["nDCG@10"] - best_single[name] for name in per_set]
+        rows.append(
+            {
+                "config": asdict(config),
+                "label": config.label(),
+                "sets": per_set,
+                "mean_gain": statistics.fmean(gains),
+                "min_gain": min(gains),
+            }
+        )
+    safe = [row for row in rows if row["min_gain"] >= 0] or rows
+    choice = max(safe, key=lambda row: (row["mean_gain"], row["min_gain"]))
+    return {"singles": singles, "best_single": best_single, "rows": rows, "choice": choice}
+
+
+def compare(sets: list[QuerySet], config: Config, boosts: tuple[float, float]) -> dict[str, Any]:
+    """Keyword, vector, equal-weight RRF and `config` on every set."""
+    result: dict[str, Any] = {}
+    for s in sets:
+        result[s.name] = {
+            "keyword": scores(s, single(s, "keyword")),
+            "vector": scores(s, single(s, "vector")),
+            "rrf equal": scores(s, fused(s, BASELINE, boosts)),
+            "chosen": scores(s, fused(s, config, boosts)),
+        }
+    return result
+
+
+def comparison_table(table: dict[str, Any]) -> list[str]:
+    runs = ("keyword", "vector", "rrf equal", "chosen")
+    lines = [
+        f"  {'set':<24}"
+        + "".join(f"{r:>11}" for r in runs)
+        + f"{'vs best':>9}{'vs rrf':>8}   Recall@100 (same order)"
+    ]
+    gains = []
+    for name, row in table.items():
+        best = max(row["keyword"]["nDCG@10"], row["vector"]["nDCG@10"])
+        gain = row["chosen"]["nDCG@10"] - best
+        gains.append(gain)
+        lines.append(
+            f"  {name:<24}"
+            + "".join(f"{row[r]['nDCG@10']:>11.4f}" for r in runs)
+            + f"{gain:>+9.4f}{row['chosen']['nDCG@10'] - row['rrf equal']['nDCG@10']:>+8.4f}   "
+            + " ".join(f"{row[r]['Recall@100']:.4f}" for r in runs)
+        )
+    lines.append(f"  mean gain over the better single retriever: {statistics.fmean(gains):+.4f}")
+    return lines
+
+
+def report(tuned: dict[str, Any], reported: dict[str, Any], top: int) -> str:
+    names = list(tuned["best_single"])
+    lines = ["tuning sets, nDCG@10 of the better single retriever:"]
+    lines += [
+        f"  {name}: keyword {tuned['singles'][name]['keyword']['nDCG@10']:.4f}, "
+        f"vector {tuned['singles'][name]['vector']['nDCG@10']:.4f}"
+        for name in names
+    ]
+    lines += ["", f"best {top} configurations by mean gain (nDCG@10 per tuning set):"]
+    ranked = sorted(tuned["rows"], key=lambda row: -row["mean_gain"])
+    lines.append(f"  {'configuration':<32}" + "".join(f"{n[:22]:>24}" for n in names) + "  gain")
+    for row in ranked[:top]:
+        lines.append(
+            f"  {row['label']:<32}"
+            + "".join(f"{row['sets'][n]['nDCG@10']:>24.4f}" for n in names)
+            + f"  {row['mean_gain']:+.4f} (min {row['min_gain']:+.4f})"
+        )
+    lines += ["", "best per method (mean nDCG@10 gain over the better single, tuning sets):"]
+    for method in ("rrf", "minmax", "zscore"):
+        best = max(
+            (row for row in tuned["rows"] if row["config"]["method"] == method),
+            key=lambda row: row["mean_gain"],
+        )
+        lines.append(
+            f"  {best['label']:<32} {best['mean_gain']:+.4f} (min {best['min_gain']:+.4f})"
+        )
+    lines += ["", f"choice: {tuned['choice']['label']}", ""]
+    lines += ["reporting sets (never tuned on), nDCG@10:", *comparison_table(reported)]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tune", nargs="+", default=list(TUNE), help="dataset/split to tune on")
+    parser.add_argument("--report", nargs="+", default=list(REPORT), help="dataset/split to report")
+    parser.add_argument("--top", type=int, default=15, help="configurations to list")
+    parser.add_argument("--out", type=Path, help="write the sweep and the comparison as JSON")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    settings = load_settings()
+    boosts = (settings.intent_keyword_boost, settings.intent_vector_boost)
+    tuned = sweep([load_set(name) for name in args.tune], boosts)
+    choice = Config(**tuned["choice"]["config"])
+    reported = compare([load_set(name) for name in args.report], choice, boosts)
+    print(report(tuned, reported, args.top))
+    print(f"\n({time.perf_counter() - started:.0f} s)")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"tuning": tuned, "reporting": reported}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

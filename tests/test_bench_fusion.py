@@ -1,0 +1,61 @@
+"""The fusion sweep on the tiny BEIR set: its offline fusion is the engine's, and it chooses
+only among configurations that lose nowhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from bench.embedding_cache import CachingEmbedder
+from bench.fusion import BASELINE, Config, compare, fused, grid, load_set, sweep
+from bench.quality import run_quality, save
+
+from cari import db
+from cari.collection import CollectionCreate
+from cari.embed import make_embedder
+from tests.conftest import settings_for
+from tests.fake_openai import FakeOpenAI
+
+TINY = Path(__file__).parent / "fixtures" / "beir-tiny"
+BOOSTS = (2.0, 0.5)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_sweep_fuses_like_the_engine(dsn: str, fake: FakeOpenAI, tmp_path: Path) -> None:
+    settings = settings_for(dsn, **fake.settings(reembed_interval_s=0))
+    pool = db.make_pool(dsn, settings)
+    await pool.open(wait=True)
+    embedder = CachingEmbedder(make_embedder(settings), tmp_path / "e.sqlite")
+    try:
+        result = await run_quality(pool, settings, TINY, embedder)
+    finally:
+        await pool.close()
+        await embedder.aclose()
+    save(result, tmp_path / "quality.json", tmp_path / "runs")
+    queries = load_set("beir-tiny/test", tmp_path / "runs", TINY.parent)
+    assert set(queries.qrels) == {"q1", "q2", "q3"} and not queries.boosted
+
+    # The engine's hybrid (collection defaults, 100 candidates) and equal-weight RRF, rebuilt
+    # offline from the saved lists, give the rankings the harness measured.
+    spec = CollectionCreate(name="x")
+    share = spec.vector_weight / (spec.vector_weight + spec.keyword_weight)
+    default = Config(spec.fusion, share, spec.rrf_k, 100)
+    assert fused(queries, default, BOOSTS) == result["rankings"]["hybrid"]
+    assert fused(queries, BASELINE, BOOSTS) == result["rankings"]["rrf equal"]
+
+    tuned = sweep([queries], BOOSTS)
+    assert len(tuned["rows"]) == len(list(grid())) == 9 * 3 * 7
+    best = tuned["best_single"]["beir-tiny/test"]
+    assert best == max(v["nDCG@10"] for v in tuned["singles"]["beir-tiny/test"].values())
+    choice = tuned["choice"]
+    safe = [row for row in tuned["rows"] if row["min_gain"] >= 0]
+    assert choice in safe  # the default fusion itself loses nowhere here, so one exists
+    assert choice["mean_gain"] == max(row["mean_gain"] for row in safe)
+    table = compare([queries], Config(**choice["config"]), BOOSTS)["beir-tiny/test"]
+    assert table["chosen"]["nDCG@10"] == pytest.approx(choice["sets"]["beir-tiny/test"]["nDCG@10"])
+    assert table["keyword"] == tuned["singles"]["beir-tiny/test"]["keyword"]
