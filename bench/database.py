@@ -15,17 +15,22 @@ from psycopg_pool import AsyncConnectionPool
 from cari import db, embedded, migrations
 from cari.settings import Settings
 
+_embedded: list[str] = []  # the throwaway server's DSN, once started: one per process
+
 
 async def fresh_pool(name: str, settings: Settings) -> AsyncConnectionPool:
     """An open pool on a new, migrated database called `name` (replacing one an earlier run
     left)."""
     if settings.database_url:
         server = settings.database_url
+    elif _embedded:
+        server = _embedded[0]
     else:
         folder = Path(tempfile.mkdtemp(prefix="cari-bench-"))
         # Registered before the server's own exit handler, so it runs after the server stops.
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
         server = embedded.start(folder)
+        _embedded.append(server)
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
