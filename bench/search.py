@@ -14,6 +14,9 @@ For each mode (keyword, vector, hybrid) it times, one request at a time:
   is `search_vector_settings` + `search_vector` in a transaction, hybrid is both at once on the
   two connections (`asyncio.gather`); then the fetch of the top 10 chunks. The ratio
   service/SQL is what the service adds: pool, Python, fusion, serialisation.
+- **equal-weight RRF**: after each hybrid request, the same query through the service with
+  plain equal-weight RRF (k 60) on 40 candidates per retriever, the default before fusion was
+  tuned; the ratio hybrid/RRF is what the tuned fusion and depth cost.
 
 Service and SQL alone alternate query by query (which goes first alternates too), so both see
 the same cache state and CPU speed. One warm-up pass, then `--rounds` measured passes.
@@ -69,6 +72,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from bench.database import fresh_pool
 from cari import migrations
+from cari.collection import CollectionCreate
 from cari.embed import LocalEmbedder
 from cari.ingest import store
 from cari.queries import query
@@ -288,6 +292,23 @@ class SqlAlone:
         return found
 
 
+EQUAL_RRF_CANDIDATES = 40  # the default before fusion was tuned (docs/benchmarks.md)
+
+
+def equal_rrf(text: str) -> SearchRequest:
+    """Plain equal-weight RRF, the fusion hybrid search is measured against."""
+    return SearchRequest(
+        query=text,
+        mode="hybrid",
+        top_k=TOP_K,
+        fusion="rrf",
+        vector_weight=1.0,
+        keyword_weight=1.0,
+        rrf_k=60,
+        candidates=EQUAL_RRF_CANDIDATES,
+    )
+
+
 async def timed(work: Awaitable[T]) -> tuple[float, T]:
     """Milliseconds from now until `work` (a coroutine not started yet) is done, and its value."""
     started = time.perf_counter()
@@ -349,6 +370,7 @@ async def run(chunks: int, query_count: int, rounds: int) -> None:
     alone: dict[Mode, list[float]] = {m: [] for m in MODES}
     hits: dict[Mode, list[int]] = {m: [] for m in MODES}
     keyword_candidates: list[int] = []
+    rrf_equal: list[float] = []
     async with pool.connection() as a, pool.connection() as b:
         # Autocommit: a lone statement is one round trip; the vector pair gets BEGIN/COMMIT.
         await a.set_autocommit(True)
@@ -366,6 +388,11 @@ async def run(chunks: int, query_count: int, rounds: int) -> None:
                     else:
                         alone_ms, rows_ = await timed(bare.run(mode, text))
                         served_ms, response = await timed(searcher.search(COLLECTION, request))
+                    if mode == "hybrid":
+                        # The previous default, for the fusion's cost: same query, same state.
+                        equal_ms, _ = await timed(searcher.search(COLLECTION, equal_rrf(text)))
+                        if round_:
+                            rrf_equal.append(equal_ms)
                     if round_ == 0:
                         continue
                     service[mode].append(served_ms)
@@ -450,6 +477,16 @@ async def run(chunks: int, query_count: int, rounds: int) -> None:
             f"{mode:<8} {s50:9.2f} ms {s95:7.2f}   {q50:11.2f} ms {q95:7.2f}   "
             f"{s50 / q50:10.2f} {s95 / q95:6.2f}"
         )
+    e50, e95 = np.percentile(rrf_equal, [50, 95])
+    h50, h95 = np.percentile(service["hybrid"], [50, 95])
+    defaults = CollectionCreate(name=COLLECTION)
+    print(
+        f"hybrid with the defaults ({defaults.fusion}, vector_weight {defaults.vector_weight:g}, "
+        f"keyword_weight {defaults.keyword_weight:g}, candidates {settings.search_candidates}) "
+        f"against equal-weight RRF (k 60, {EQUAL_RRF_CANDIDATES} candidates), service p50 / p95: "
+        f"{h50:.2f} / {h95:.2f} ms against {e50:.2f} / {e95:.2f} ms, ratio {h50 / e50:.2f} / "
+        f"{h95 / e95:.2f}"
+    )
     worst = max(max(r) for r in ratios.values())
     print()
     print(
