@@ -3,11 +3,13 @@ only among configurations that lose nowhere."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from bench.embedding_cache import CachingEmbedder
 from bench.fusion import BASELINE, Config, compare, fused, grid, load_set, sweep
+from bench.plots import draw
 from bench.quality import run_quality, save
 
 from cari import db
@@ -59,3 +61,11 @@ async def test_sweep_fuses_like_the_engine(dsn: str, fake: FakeOpenAI, tmp_path:
     table = compare([queries], Config(**choice["config"]), BOOSTS)["beir-tiny/test"]
     assert table["chosen"]["nDCG@10"] == pytest.approx(choice["sets"]["beir-tiny/test"]["nDCG@10"])
     assert table["keyword"] == tuned["singles"]["beir-tiny/test"]["keyword"]
+
+    # The quality and fusion plots draw from exactly what the two benchmarks write.
+    results = tmp_path / "results"
+    save(result, results / "quality.json", tmp_path / "runs")
+    (results / "fusion.json").write_text(json.dumps({"tuning": tuned, "reporting": {}}))
+    written = draw(results, tmp_path / "img")
+    assert [p.name for p in written] == ["quality.png", "fusion.png"]
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in written)
