@@ -390,6 +390,14 @@ def test_cli_search_prints_a_table_and_json(
     response = json.loads(raw.stdout)
     assert [r["document_id"] for r in response["results"]] == ["one"]
     assert response["explain"]["mode"] == "keyword"
+    fused = subprocess.run(
+        [*base, "--json", "--explain", "--fusion", "zscore"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert json.loads(fused.stdout)["explain"]["fusion"] == "zscore"
     missing = subprocess.run(
         [sys.executable, "-m", "cari.cli", "search", " ", "-c", "cli"],
         env=env,

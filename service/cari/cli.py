@@ -177,12 +177,21 @@ def ingest(
 @click.argument("query")
 @click.option("-c", "--collection", required=True, help="Collection to search.")
 @click.option("--mode", type=click.Choice(["hybrid", "vector", "keyword"]), help="Search mode.")
+@click.option(
+    "--fusion", type=click.Choice(["rrf", "minmax", "zscore"]), help="How hybrid fuses the lists."
+)
 @click.option("--top-k", type=click.IntRange(1, 50), help="Results to return.")
 @click.option("--explain", is_flag=True, help="Show the plan and per-stage timings.")
 @click.option("--json", "as_json", is_flag=True, help="Print the response as JSON.")
 @user_errors
 def search(
-    query: str, collection: str, mode: str | None, top_k: int | None, explain: bool, as_json: bool
+    query: str,
+    collection: str,
+    mode: str | None,
+    fusion: str | None,
+    top_k: int | None,
+    explain: bool,
+    as_json: bool,
 ) -> None:
     import msgspec
 
@@ -190,7 +199,13 @@ def search(
     from cari.search.engine import SearchRequest
 
     settings = _settings()
-    request = SearchRequest(query=query, mode=mode, top_k=top_k, explain=explain)  # type: ignore[arg-type]
+    request = SearchRequest(
+        query=query,
+        mode=mode,  # type: ignore[arg-type]
+        fusion=fusion,  # type: ignore[arg-type]
+        top_k=top_k,
+        explain=explain,
+    )
     response = asyncio.run(run_search(settings, _migrated_database(settings), collection, request))
     if as_json:
         click.echo(msgspec.json.encode(response).decode())
