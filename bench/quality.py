@@ -353,6 +353,7 @@ async def run_quality(
         "depth": DEPTH,
         "metrics": metric_names(DEPTH),
         "defaults": {
+            "fusion": created.fusion,
             "vector_weight": created.vector_weight,
             "keyword_weight": created.keyword_weight,
             "rrf_k": created.rrf_k,

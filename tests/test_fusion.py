@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from cari.search.fusion import Candidate, fuse, min_max, z_score
+from cari.search.fusion import Candidate, Method, fuse, min_max, z_score
 
 
 def lists() -> dict[str, list[Candidate]]:
@@ -25,33 +27,35 @@ def test_rrf_sums_weighted_reciprocal_ranks() -> None:
 
 
 def test_min_max_maps_the_list_onto_zero_to_one() -> None:
-    assert min_max([12.0, 6.0, 3.0]) == pytest.approx([1.0, 1 / 3, 0.0])
-    assert min_max([5.0, 5.0]) == [1.0, 1.0]
-    assert min_max([]) == []
+    values, missing = min_max([12.0, 6.0, 3.0])
+    assert values == pytest.approx([1.0, 1 / 3, 0.0]) and missing == 0.0
+    assert min_max([5.0, 5.0]) == ([1.0, 1.0], 0.0)
+    assert min_max([]) == ([], 0.0)
 
 
-def test_z_score_maps_three_sigma_onto_zero_to_one_and_clips() -> None:
-    # Mean 2, population standard deviation 1: one deviation is 1/6 of the scale.
-    assert z_score([3.0, 1.0]) == pytest.approx([0.5 + 1 / 6, 0.5 - 1 / 6])
-    outlier = z_score([100.0] + [1.0] * 20)
-    assert outlier[0] == 1.0  # 4.5 sigma above the mean, clipped
-    assert z_score([7.0]) == [1.0]
-    assert z_score([2.0, 2.0]) == [1.0, 1.0]
+def test_z_score_keeps_an_outlier_lead_and_the_missing_rank_last() -> None:
+    # Mean 2, population standard deviation 1.
+    assert z_score([3.0, 1.0]) == ([1.0, -1.0], -1.0)
+    values, missing = z_score([100.0] + [1.0] * 20)
+    assert values[0] == pytest.approx(20**0.5)  # 4.5 deviations above the mean, not capped
+    assert missing == min(values) == values[1]
+    assert z_score([7.0]) == ([1.0], 0.0)
+    assert z_score([2.0, 2.0]) == ([1.0, 1.0], 0.0)
 
 
 @pytest.mark.parametrize(("method", "normalise"), [("minmax", min_max), ("zscore", z_score)])
-def test_convex_is_the_weighted_mean_of_normalised_scores(method: str, normalise: object) -> None:
-    assert callable(normalise)
-    fused = fuse(lists(), {"keyword": 3.0, "vector": 1.0}, method, 60)  # type: ignore[arg-type]
-    keyword = dict(zip([1, 2, 3], normalise([12.0, 6.0, 3.0]), strict=True))
-    vector = dict(zip([3, 4, 1], normalise([0.9, 0.8, 0.5]), strict=True))
+def test_convex_is_the_weighted_mean_of_normalised_scores(method: Method, normalise: Any) -> None:
+    fused = fuse(lists(), {"keyword": 3.0, "vector": 1.0}, method, 60)
+    keyword_values, keyword_missing = normalise([12.0, 6.0, 3.0])
+    vector_values, vector_missing = normalise([0.9, 0.8, 0.5])
+    keyword = dict(zip([1, 2, 3], keyword_values, strict=True))
+    vector = dict(zip([3, 4, 1], vector_values, strict=True))
     expected = {
-        chunk: 0.75 * keyword.get(chunk, 0.0) + 0.25 * vector.get(chunk, 0.0)
+        chunk: 0.75 * keyword.get(chunk, keyword_missing) + 0.25 * vector.get(chunk, vector_missing)
         for chunk in (1, 2, 3, 4)
     }
     assert {f.chunk_id: f.score for f in fused} == pytest.approx(expected)
     assert [f.score for f in fused] == sorted(expected.values(), reverse=True)
-    assert all(0.0 <= f.score <= 1.0 for f in fused)
 
 
 def test_convex_scale_does_not_depend_on_raw_score_units() -> None:

@@ -106,14 +106,15 @@ def test_collection_fusion_is_the_default_and_a_request_overrides_it(
         assert created.json()["fusion"] == "minmax"
         add(client, "f", [{"id": "a", "text": "alpha beta"}, {"id": "b", "text": "gamma"}])
         assert search(client, "f", query="alpha", explain=True)["explain"]["fusion"] == "minmax"
-        changed = client.patch("/v1/collections/f", json={"fusion": "zscore"})
-        assert changed.json()["fusion"] == "zscore"
-        response = search(client, "f", query="alpha", fusion="rrf", explain=True)
-        assert response["explain"]["fusion"] == "rrf"
-        # Convex scores are a weighted mean of values in 0..1: "a" tops the keyword list.
+        # Min-max scores are a weighted mean of values in 0..1: "a" tops the keyword list.
         convex = search(client, "f", query="alpha", explain=True)
         assert ids(convex)[0] == "a"
         assert all(0.0 <= r["score"] <= 1.0 for r in convex["results"])
+        changed = client.patch("/v1/collections/f", json={"fusion": "zscore"})
+        assert changed.json()["fusion"] == "zscore"
+        assert search(client, "f", query="alpha", explain=True)["explain"]["fusion"] == "zscore"
+        response = search(client, "f", query="alpha", fusion="rrf", explain=True)
+        assert response["explain"]["fusion"] == "rrf"
         bad = client.patch("/v1/collections/f", json={"fusion": "borda"})
         assert bad.status_code == 400 and "fusion" in bad.text
 

@@ -14,7 +14,7 @@ down_revision = "0002"
 branch_labels = None
 depends_on = None
 
-NEW_DEFAULT = "rrf"
+NEW_DEFAULT = "zscore"
 
 
 def upgrade() -> None:

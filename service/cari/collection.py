@@ -74,7 +74,7 @@ class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     name: Name
     language: Language = "simple"
     search_mode: SearchMode = "hybrid"
-    fusion: Fusion = "rrf"
+    fusion: Fusion = "zscore"
     vector_weight: Weight = 1.0
     keyword_weight: Weight = 1.0
     rrf_k: RrfK = 60

@@ -4,10 +4,11 @@
   only, so it needs no calibration, but it throws away how far apart the scores are.
 - `minmax` and `zscore`: a convex combination of normalised scores,
   score(d) = Σ_m w_m · n_m(d) / Σ_m w_m, each retriever's scores normalised over its own
-  candidate list. `minmax` maps that list's lowest score to 0 and its highest to 1; `zscore`
-  maps mean - 3 sd to 0 and mean + 3 sd to 1, clipped (distribution-based score fusion), so
-  one outlier does not stretch the scale the way it does for min-max. A chunk missing from a
-  list scores 0 there. Scores are then in 0..1.
+  candidate list: `minmax` maps that list's lowest score to 0 and its highest to 1 (scores
+  then lie in 0..1); `zscore` takes (score - mean) / standard deviation, so a result that
+  stands far above the rest of its list keeps that lead, where min-max would cap it at 1. A
+  chunk missing from a list gets that list's lowest normalised score: it ranked below all of
+  them. A list of one, or of equal scores, normalises to 1 with 0 for the missing.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def weighted_rrf(
     return _ordered(fused)
 
 
-Normaliser = Callable[[Sequence[float]], list[float]]
+# Normalised scores of a list, and the value of a chunk the list does not hold.
+Normaliser = Callable[[Sequence[float]], tuple[list[float], float]]
 
 
 def convex(
@@ -70,36 +72,40 @@ def convex(
     normalise: Normaliser,
 ) -> list[Fused]:
     total = sum(weights.get(retriever, 0.0) for retriever in lists)
+    shares = {r: weights.get(r, 0.0) / total if total else 0.0 for r in lists}
+    normalised: dict[str, dict[int, float]] = {}
+    floors: dict[str, float] = {}
+    for retriever, candidates in lists.items():
+        values, floors[retriever] = normalise([c.score for c in candidates])
+        normalised[retriever] = dict(zip((c.chunk_id for c in candidates), values, strict=True))
     fused: dict[int, Fused] = {}
     for retriever, candidates in lists.items():
-        share = weights.get(retriever, 0.0) / total if total else 0.0
-        normalised = normalise([c.score for c in candidates])
-        for rank, (candidate, value) in enumerate(zip(candidates, normalised, strict=True), 1):
+        for rank, candidate in enumerate(candidates, 1):
             entry = fused.setdefault(candidate.chunk_id, Fused(candidate.chunk_id))
-            entry.score += share * value
             entry.ranks[retriever] = (rank, candidate.score)
+    for entry in fused.values():
+        entry.score = sum(
+            share * normalised[r].get(entry.chunk_id, floors[r]) for r, share in shares.items()
+        )
     return _ordered(fused)
 
 
-def min_max(scores: Sequence[float]) -> list[float]:
-    """The list's lowest score -> 0, its highest -> 1; all equal -> 1."""
-    if not scores:
-        return []
+def min_max(scores: Sequence[float]) -> tuple[list[float], float]:
+    """The list's lowest score -> 0, its highest -> 1."""
+    if not scores or max(scores) == min(scores):
+        return [1.0] * len(scores), 0.0
     low, high = min(scores), max(scores)
-    if high == low:
-        return [1.0] * len(scores)
-    return [(s - low) / (high - low) for s in scores]
+    return [(s - low) / (high - low) for s in scores], 0.0
 
 
-def z_score(scores: Sequence[float]) -> list[float]:
-    """mean - 3 sd -> 0, mean + 3 sd -> 1, clipped; a list of one, or of equal scores, -> 1."""
-    if len(scores) < 2:
-        return [1.0] * len(scores)
-    mean = statistics.fmean(scores)
-    spread = statistics.pstdev(scores, mean)
+def z_score(scores: Sequence[float]) -> tuple[list[float], float]:
+    """(score - mean) / standard deviation; the missing get the lowest."""
+    spread = statistics.pstdev(scores) if len(scores) > 1 else 0.0
     if spread == 0:
-        return [1.0] * len(scores)
-    return [min(1.0, max(0.0, (s - mean + 3 * spread) / (6 * spread))) for s in scores]
+        return [1.0] * len(scores), 0.0
+    mean = statistics.fmean(scores)
+    values = [(s - mean) / spread for s in scores]
+    return values, min(values)
 
 
 _NORMALISERS: dict[str, Normaliser] = {"minmax": min_max, "zscore": z_score}
