@@ -18,9 +18,9 @@ in a fresh database:
   first `--limit-queries`), one request at a time.
 - Runs, each returning 100 chunks per query:
   - `keyword`, `vector`, `hybrid`: `Searcher.search` in that mode with the collection's
-    defaults, `top_k` 100 and 100 candidates per retriever. The engine is called in process,
-    where `top_k` is not held to the HTTP API's bound of 50, so Recall@100 is measured on the
-    real path.
+    defaults and `top_k` 100; keyword and vector with 100 candidates, hybrid with the server's
+    (`CARI_SEARCH_CANDIDATES`) per retriever. The engine is called in process, where `top_k`
+    is not held to the HTTP API's bound of 50, so Recall@100 is measured on the real path.
   - Baselines, on the same chunks in the same run: `ts_rank_cd`, the tutorial's keyword branch
     (`websearch_to_tsquery`, every word required, ranked by `ts_rank_cd`); `rrf equal`, plain
     equal-weight RRF (k 60, weights 1 and 1, no intent boost) of the `keyword` and `vector`
@@ -308,7 +308,9 @@ async def run_quality(
     ts_params = {"collection_id": collection_id, "language": language, "depth": DEPTH}
     for qid in judged:
         for mode in MODES:
-            request = SearchRequest(query=queries[qid], mode=mode, top_k=DEPTH, candidates=DEPTH)
+            # Hybrid as users get it: the server's candidates per retriever.
+            depth = None if mode == "hybrid" else DEPTH
+            request = SearchRequest(query=queries[qid], mode=mode, top_k=DEPTH, candidates=depth)
             started = time.perf_counter()
             response = await searcher.search(collection_name, request)
             latency[mode].append((time.perf_counter() - started) * 1000)

@@ -42,11 +42,11 @@ async def test_sweep_fuses_like_the_engine(dsn: str, fake: FakeOpenAI, tmp_path:
     queries = load_set("beir-tiny/test", tmp_path / "runs", TINY.parent)
     assert set(queries.qrels) == {"q1", "q2", "q3"} and not queries.boosted
 
-    # The engine's hybrid (collection defaults, 100 candidates) and equal-weight RRF, rebuilt
+    # The engine's hybrid (the defaults) and equal-weight RRF, rebuilt
     # offline from the saved lists, give the rankings the harness measured.
     spec = CollectionCreate(name="x")
     share = spec.vector_weight / (spec.vector_weight + spec.keyword_weight)
-    default = Config(spec.fusion, share, spec.rrf_k, 100)
+    default = Config(spec.fusion, share, spec.rrf_k, settings.search_candidates)
     assert fused(queries, default, BOOSTS) == result["rankings"]["hybrid"]
     assert fused(queries, BASELINE, BOOSTS) == result["rankings"]["rrf equal"]
 
