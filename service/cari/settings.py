@@ -76,7 +76,10 @@ class Settings(BaseSettings):
     hnsw_ef_construction: int = Field(default=64, ge=4, le=1000)
     hnsw_ef_search: int = Field(default=40, ge=1, le=1000)
     search_candidates: int = Field(
-        default=40, ge=1, le=1000, description="Candidates each retriever returns for fusion."
+        default=100,
+        ge=1,
+        le=1000,
+        description="Candidates each retriever returns for fusion (deeper fuses better).",
     )
     intent_keyword_boost: float = Field(default=2.0, ge=0, le=100)
     intent_vector_boost: float = Field(default=0.5, ge=0, le=100)
