@@ -134,7 +134,11 @@ class Searcher:
             else {"keyword": 1.0, "vector": 1.0}
         )
         weights = {name: base[name] * boost[name] for name in base}
+        top_k = request.top_k or collection.top_k
         candidates = request.candidates or self.settings.search_candidates
+        if mode != "hybrid":
+            # A lone list is returned as it comes: candidates past top_k would be thrown away.
+            candidates = min(candidates, top_k)
         ef_search = request.ef_search or self.settings.hnsw_ef_search
         params = {
             **filter_params,
@@ -150,7 +154,6 @@ class Searcher:
         cached = False
         rrf_k = request.rrf_k or collection.rrf_k
         method = request.fusion or collection.fusion
-        top_k = request.top_k or collection.top_k
 
         async def keyword() -> list[Candidate]:
             nonlocal postings_read
