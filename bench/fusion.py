@@ -1,7 +1,7 @@
 """Fusion sweep: which method, weights, RRF k and candidate depth make hybrid search best.
 
     python -m bench.fusion [--tune tydiqa-goldp-id/dev cranfield/test cisi/test]
-                           [--report tydiqa-goldp-id/test cacm/test med/test]
+                           [--report tydiqa-goldp-id/test cacm/test med/test adi/test]
                            [--out bench/results/fusion.json]
 
 It needs no database and no model: it reads the keyword (BM25) and vector (HNSW) lists that
@@ -53,7 +53,7 @@ from cari.search.fusion import Candidate, Method, fuse
 from cari.settings import load_settings
 
 TUNE = ("tydiqa-goldp-id/dev", "cranfield/test", "cisi/test")
-REPORT = ("tydiqa-goldp-id/test", "cacm/test", "med/test")
+REPORT = ("tydiqa-goldp-id/test", "cacm/test", "med/test", "adi/test")
 SHARES = tuple(round(0.1 * i, 1) for i in range(1, 10))
 RRF_KS = (10, 20, 40, 60, 100)
 DEPTHS = (20, 40, 100)

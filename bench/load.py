@@ -1,0 +1,476 @@
+"""Search under concurrent load: the real `cari serve` over HTTP, driven by N clients at once.
+
+    python -m bench.load [--chunks 10000 100000] [--concurrency 1 4 16] [--duration 15]
+                         [--modes keyword vector hybrid] [--queries 200] [--max-requests 100000]
+                         [--out bench/results/load.json]
+
+For each chunk count:
+
+- **corpus**: built in a fresh database `cari_bench_load` by `bench.search`'s own functions
+  (its docstring says how): real passages, synthetic vectors around 400 real e5 embeddings, one
+  binary COPY with the HNSW index dropped, one index build, `VACUUM (ANALYZE)`. On DATABASE_URL
+  if set, else a throwaway embedded server (started once, reused by later chunk counts).
+- **server**: `cari serve --host 127.0.0.1 --port <free port>` in a subprocess of its own
+  session, DATABASE_URL the fresh database, the local embedder, no API keys (none are needed on
+  loopback), background re-embedding off (every chunk has its vector); the rest of its
+  environment is this process's, so `CARI_*` tuning (and `OMP_*` for the embedder's threads)
+  applies, and unset means the defaults: a pool of 10 connections, one uvicorn worker with its
+  access log (to a temporary file). Ready when `/readyz` answers 200; stopped with SIGTERM
+  (killed after 30 s) when the measurements end or fail, Ctrl-C included.
+- **clients**: `--concurrency` asyncio tasks in this process, each with its own
+  `httpx.AsyncClient` holding one keep-alive connection to the server. Each sends one
+  unmeasured request (it opens the connection), then, once all have, requests back to back
+  until `--duration` seconds have passed or the cell has sent `--max-requests`; a request in
+  flight at the deadline is completed and counted. Latency is client-measured, from sending a
+  request to having read its whole answer.
+- **searches**: `POST /v1/collections/bench/search` with `{"query", "mode", "top_k": 10,
+  "explain": true}`, the questions of `bench.search.load_queries(--queries)` taken in turn by
+  all clients. `explain` is asked for its `query_vector_cached`, counted per cell as
+  `cache_hits`, and its `timings_ms.total`, the searcher's own time (from the request parsed
+  to the results fetched: no HTTP, no serialisation), whose median per cell is `server_p50_ms`;
+  it adds a small object to each answer.
+- **the query embedding**, per mode that embeds (vector, hybrid), in two phases:
+  - *computed*: a server started with `CARI_QUERY_CACHE_SIZE=0`, so every request embeds its
+    query with the local model (the LRU stores each vector and evicts it at once). Sending
+    never-seen questions to a caching server would do the same only while they last (a cell at
+    16 clients can send thousands of requests); a size-0 cache removes nothing but a dict
+    lookup. Its `cache_hits` must be 0.
+  - *cached*: a second server with `CARI_QUERY_CACHE_SIZE` = the number of questions, each
+    question searched once in vector mode before the cells, so every measured request finds its
+    vector in the cache. Its `cache_hits` must equal its requests.
+
+  Keyword mode embeds nothing: one phase (`none`), on the first server.
+
+Baselines, measured in the same run on the first server at each concurrency: `GET /healthz` (no
+database: the floor of uvicorn, Litestar and this client) and `GET /v1/collections/bench` (the
+floor plus one pooled query); and each cell's throughput over its own mode and phase's at the
+lowest concurrency (`scaling`; 1.0 there).
+
+Per cell: requests (answered or failed), errors (status other than 200, or no answer),
+throughput (successful requests per second of the cell's wall time), p50/p95/p99 latency of the
+successful requests (ms, numpy's linear interpolation). All of it runs on the same machine: on
+the 2-core reference machine PostgreSQL, the server (its event loop and the embedding thread)
+and this load generator share both cores, so more clients cannot add CPU; the run prints the
+core count and the load average before and after each chunk count, since other work on the
+machine moves every figure. The table is printed per chunk count and the JSON written to
+`--out` after each (per chunk count, mode, phase and concurrency: requests, errors, seconds,
+throughput_rps, scaling, p50_ms, p95_ms, p99_ms, and for searches cache_hits and
+server_p50_ms; the baselines likewise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import numpy as np
+from psycopg.conninfo import make_conninfo
+
+from bench.database import fresh_pool
+from bench.search import (
+    COLLECTION,
+    MODES,
+    ROOT,
+    TOP_K,
+    base_vectors,
+    load_corpus,
+    load_passages,
+    load_queries,
+    synthetic_vectors,
+)
+from cari.embed import LocalEmbedder
+from cari.settings import load_settings
+
+DATABASE = "cari_bench_load"
+OUT = ROOT / "bench" / "results" / "load.json"
+READY_TIMEOUT_S = 120
+STOP_TIMEOUT_S = 30
+# Longer than the server's own limits (pool wait 10 s, statement 30 s): it answers first.
+REQUEST_TIMEOUT_S = 60
+PHASES = {"keyword": ["none"], "vector": ["computed", "cached"], "hybrid": ["computed", "cached"]}
+SEARCH = f"/v1/collections/{COLLECTION}/search"
+BASELINES = {"healthz": "/healthz", "collection": f"/v1/collections/{COLLECTION}"}
+JSON_HEADERS = {"content-type": "application/json"}
+PERCENTILES = ("p50_ms", "p95_ms", "p99_ms")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a cell's clients send: GET `path`, or POST each of `bodies` in turn."""
+
+    path: str
+    bodies: Sequence[bytes] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Server:
+    url: str
+    process: subprocess.Popen[bytes]
+
+
+class _Timings(msgspec.Struct):
+    total: float
+
+
+class _Explain(msgspec.Struct):
+    query_vector_cached: bool
+    timings_ms: _Timings
+
+
+class _Explained(msgspec.Struct):
+    explain: _Explain
+
+
+def summarize(latencies_ms: Sequence[float], errors: int, seconds: float) -> dict[str, Any]:
+    """A cell's figures from its successful requests' latencies, its failures and its wall time;
+    no percentiles (None) when nothing succeeded."""
+    p50 = p95 = p99 = None
+    if latencies_ms:
+        p50, p95, p99 = (round(float(p), 3) for p in np.percentile(latencies_ms, [50, 95, 99]))
+    return {
+        "requests": len(latencies_ms) + errors,
+        "errors": errors,
+        "seconds": round(seconds, 3),
+        "throughput_rps": round(len(latencies_ms) / seconds, 3),
+        "p50_ms": p50,
+        "p95_ms": p95,
+        "p99_ms": p99,
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def served(dsn: str, env: Mapping[str, str]) -> AsyncIterator[Server]:
+    """`cari serve` on 127.0.0.1 and a free port, on `dsn`, with `env` (plus the database and
+    no API keys) as its environment; ready when this yields, stopped when it returns."""
+    port = free_port()
+    command = [sys.executable, "-m", "cari.cli", "serve", "--host", "127.0.0.1", "--port"]
+    environment = {
+        **env,
+        # Both spellings: CARI_DATABASE_URL wins when both are set.
+        "DATABASE_URL": dsn,
+        "CARI_DATABASE_URL": dsn,
+        "CARI_API_KEYS": "",
+        "CARI_REEMBED_INTERVAL_S": "0",
+    }
+    with tempfile.TemporaryFile() as log:
+        # A session of its own: Ctrl-C reaches only this process, which stops the server below.
+        process = subprocess.Popen(
+            [*command, str(port)],
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            await _until_ready(url, process, log)
+            yield Server(url, process)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+async def _until_ready(url: str, process: subprocess.Popen[bytes], log: Any) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    async with httpx.AsyncClient(base_url=url, timeout=2) as http:
+        while time.monotonic() < deadline and process.poll() is None:
+            with contextlib.suppress(httpx.TransportError):
+                if (await http.get("/readyz")).status_code == 200:
+                    return
+            await asyncio.sleep(0.2)
+    log.seek(0)
+    tail = log.read().decode(errors="replace").strip().splitlines()[-20:]
+    state = f"exited with {process.returncode}" if process.poll() is not None else "not ready"
+    raise RuntimeError(f"cari serve {state} after launch; its output:\n" + "\n".join(tail))
+
+
+async def drive(
+    url: str, target: Target, concurrency: int, duration: float, max_requests: int
+) -> dict[str, Any]:
+    """One cell: `concurrency` clients on a connection each, for `duration` seconds or
+    `max_requests` requests, whichever comes first."""
+    bodies = itertools.cycle(target.bodies or [b""])
+    latencies: list[float] = []
+    server: list[float] = []
+    errors = hits = sent = 0
+
+    async def send(http: httpx.AsyncClient) -> tuple[float, _Explain | None] | None:
+        """Milliseconds to the answer's last byte and a search's explain; None if the request
+        failed."""
+        body = next(bodies)
+        started = time.perf_counter()
+        try:
+            if body:
+                response = await http.post(target.path, content=body, headers=JSON_HEADERS)
+            else:
+                response = await http.get(target.path)
+        except httpx.HTTPError:
+            return None
+        ms = (time.perf_counter() - started) * 1000
+        if response.status_code != 200:
+            return None
+        if not body:
+            return ms, None
+        return ms, msgspec.json.decode(response.content, type=_Explained).explain
+
+    async def client(http: httpx.AsyncClient, deadline: float) -> None:
+        nonlocal errors, hits, sent
+        while time.perf_counter() < deadline and sent < max_requests:
+            sent += 1
+            answer = await send(http)
+            if answer is None:
+                errors += 1
+            else:
+                ms, explain = answer
+                latencies.append(ms)
+                if explain is not None:
+                    hits += explain.query_vector_cached
+                    server.append(explain.timings_ms.total)
+
+    async with contextlib.AsyncExitStack() as stack:
+        https = [
+            await stack.enter_async_context(
+                httpx.AsyncClient(
+                    base_url=url,
+                    timeout=REQUEST_TIMEOUT_S,
+                    limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+                )
+            )
+            for _ in range(concurrency)
+        ]
+        await asyncio.gather(*(send(http) for http in https))
+        started = time.perf_counter()
+        await asyncio.gather(*(client(http, started + duration) for http in https))
+        cell = summarize(latencies, errors, time.perf_counter() - started)
+    if target.bodies:
+        cell["cache_hits"] = hits
+        cell["server_p50_ms"] = round(float(np.median(server)), 3) if server else None
+    return {"concurrency": concurrency, **cell}
+
+
+async def sweep(
+    url: str, target: Target, concurrencies: Sequence[int], duration: float, max_requests: int
+) -> list[dict[str, Any]]:
+    """A cell per concurrency, lowest first, each with its throughput over the lowest's."""
+    cells = [await drive(url, target, c, duration, max_requests) for c in sorted(concurrencies)]
+    first = cells[0]["throughput_rps"]
+    for cell in cells:
+        cell["scaling"] = round(cell["throughput_rps"] / first, 3) if first else None
+    return cells
+
+
+def search_target(queries: Sequence[str], mode: str) -> Target:
+    return Target(
+        SEARCH,
+        [
+            msgspec.json.encode({"query": q, "mode": mode, "top_k": TOP_K, "explain": True})
+            for q in queries
+        ],
+    )
+
+
+async def measure(
+    dsn: str,
+    queries: Sequence[str],
+    *,
+    modes: Sequence[str],
+    concurrencies: Sequence[int],
+    duration: float,
+    max_requests: int,
+    env: Mapping[str, str],
+) -> dict[str, Any]:
+    """Every cell on the corpus in `dsn`: the baselines and keyword mode and the computed phase
+    on a server that caches no query vector, then the cached phase on one that caches them all."""
+    cells = (concurrencies, duration, max_requests)
+    baseline: dict[str, list[dict[str, Any]]] = {}
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {mode: {} for mode in modes}
+    async with served(dsn, {**env, "CARI_QUERY_CACHE_SIZE": "0"}) as server:
+        for name, path in BASELINES.items():
+            baseline[name] = await sweep(server.url, Target(path), *cells)
+        for mode in modes:
+            results[mode][PHASES[mode][0]] = await sweep(
+                server.url, search_target(queries, mode), *cells
+            )
+    embedding = [mode for mode in modes if "cached" in PHASES[mode]]
+    if embedding:
+        size = {"CARI_QUERY_CACHE_SIZE": str(len(queries))}
+        async with served(dsn, {**env, **size}) as server:
+            # Each question searched once: afterwards every query vector is in the cache.
+            async with httpx.AsyncClient(base_url=server.url, timeout=REQUEST_TIMEOUT_S) as http:
+                for body in search_target(queries, "vector").bodies:
+                    response = await http.post(SEARCH, content=body, headers=JSON_HEADERS)
+                    response.raise_for_status()
+            for mode in embedding:
+                results[mode]["cached"] = await sweep(
+                    server.url, search_target(queries, mode), *cells
+                )
+    return {"baseline": baseline, "modes": results}
+
+
+def format_table(measured: Mapping[str, Any]) -> list[str]:
+    rows = [(f"GET {BASELINES[name]}", "-", cells) for name, cells in measured["baseline"].items()]
+    for mode, phases in measured["modes"].items():
+        rows += [(mode, phase, cells) for phase, cells in phases.items()]
+    lowest = rows[0][2][0]["concurrency"]
+    lines = [
+        f"{'what':<26} {'phase':<8} {'clients':>7} {'requests':>9} {'errors':>6} {'req/s':>8} "
+        f"{f'vs c={lowest}':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'cached':>8} "
+        f"{'server p50':>10}"
+    ]
+    for what, phase, cells in rows:
+        for cell in cells:
+            ms = " ".join(_figure(cell[k], 8) for k in PERCENTILES)
+            lines.append(
+                f"{what:<26} {phase:<8} {cell['concurrency']:>7} {cell['requests']:>9,} "
+                f"{cell['errors']:>6} {cell['throughput_rps']:>8.1f} "
+                f"{_figure(cell['scaling'], 7)} {ms} {cell.get('cache_hits', '-'):>8} "
+                f"{_figure(cell.get('server_p50_ms'), 10)}"
+            )
+    return lines
+
+
+def _figure(value: float | None, width: int) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:{width}.2f}"
+
+
+def save(report: Mapping[str, Any], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+
+
+def shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+async def run(args: argparse.Namespace) -> None:
+    began = time.perf_counter()
+    settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
+    passages = load_passages()
+    base = await base_vectors(LocalEmbedder.from_settings(settings), passages)
+    queries = load_queries(args.queries)
+    cores = os.cpu_count()
+    note = (
+        f"{cores} cores shared by PostgreSQL, the server (event loop + embedding thread) and "
+        "this load generator"
+    )
+    report: dict[str, Any] = {
+        "machine": {"cores": cores, "note": note},
+        "settings": {
+            "duration_s": args.duration,
+            "concurrency": sorted(args.concurrency),
+            "modes": args.modes,
+            "queries": len(queries),
+            "max_requests": args.max_requests,
+            "top_k": TOP_K,
+        },
+        "runs": [],
+    }
+    env = {**os.environ, "CARI_EMBEDDER": "local"}
+    for chunks in args.chunks:
+        pool = await fresh_pool(DATABASE, settings)
+        if settings.database_url is None:
+            # The next chunk count's database goes on this embedded server, not a new one.
+            server = make_conninfo(pool.conninfo, dbname="postgres")
+            settings = load_settings(
+                reembed_interval_s=0, statement_timeout_ms=0, database_url=server
+            )
+        vectors, _ = synthetic_vectors(base, chunks)
+        await load_corpus(pool, settings, passages, vectors)
+        del vectors
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT version(), pg_size_pretty(pg_total_relation_size('chunks'))"
+            )
+            version, size = await cur.fetchone() or ("?", "?")
+        dsn = pool.conninfo
+        await pool.close()
+
+        cells = len(BASELINES) + sum(len(PHASES[mode]) for mode in args.modes)
+        cells *= len(args.concurrency)
+        print(
+            f"\n{chunks:,} chunks ({size} with indexes), {version.split(',')[0]}: measuring "
+            f"{cells} cells of {args.duration:g} s (at least {cells * args.duration:.0f} s)",
+            flush=True,
+        )
+        before = os.getloadavg()
+        started = time.perf_counter()
+        measured = await measure(
+            dsn,
+            queries,
+            modes=args.modes,
+            concurrencies=args.concurrency,
+            duration=args.duration,
+            max_requests=args.max_requests,
+            env=env,
+        )
+        took = time.perf_counter() - started
+        after = os.getloadavg()
+        report["runs"].append(
+            {
+                "chunks": chunks,
+                "table_size": size,
+                "load_average": {"before": before, "after": after},
+                "seconds": round(took, 1),
+                **measured,
+            }
+        )
+        save(report, args.out)
+
+        print()
+        print(
+            f"{chunks:,} chunks: {note}; load average (1, 5, 15 min) before "
+            f"{' '.join(f'{x:.2f}' for x in before)}, after {' '.join(f'{x:.2f}' for x in after)}"
+        )
+        print(
+            f"POST search: top_k {TOP_K}, explain on, {len(queries)} questions in turn; "
+            f"{args.duration:g} s per cell; latency client-measured over successful requests; "
+            f"'cached' = answers whose query vector came from the server's cache; 'server "
+            "p50' = the searcher's own time (explain), without HTTP and serialisation; "
+            f"GET /healthz = HTTP floor, GET collection = floor + one pooled query; "
+            f"measured in {took:.0f} s"
+        )
+        print("\n".join(format_table(measured)))
+    print(f"\nJSON: {shown(args.out)}; total runtime {time.perf_counter() - began:.0f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--duration", type=float, default=15.0, help="seconds per cell")
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--max-requests", type=int, default=100_000, help="per cell")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()
