@@ -7,18 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
-from bench.embedding_cache import CachingEmbedder
 from bench.fusion import BASELINE, Config, compare, fused, grid, load_set, sweep
 from bench.plots import draw
-from bench.quality import run_quality, save
+from bench.quality import save
 
-from cari import db
 from cari.collection import CollectionCreate
-from cari.embed import make_embedder
 from tests.conftest import settings_for
 from tests.fake_openai import FakeOpenAI
+from tests.test_quality import TINY, tiny_runs
 
-TINY = Path(__file__).parent / "fixtures" / "beir-tiny"
 BOOSTS = (2.0, 0.5)
 
 
@@ -30,14 +27,7 @@ def anyio_backend() -> str:
 @pytest.mark.anyio
 async def test_sweep_fuses_like_the_engine(dsn: str, fake: FakeOpenAI, tmp_path: Path) -> None:
     settings = settings_for(dsn, **fake.settings(reembed_interval_s=0))
-    pool = db.make_pool(dsn, settings)
-    await pool.open(wait=True)
-    embedder = CachingEmbedder(make_embedder(settings), tmp_path / "e.sqlite")
-    try:
-        result = await run_quality(pool, settings, TINY, embedder)
-    finally:
-        await pool.close()
-        await embedder.aclose()
+    (result,) = [r async for r in tiny_runs(dsn, settings, tmp_path / "e.sqlite", ["quality"])]
     save(result, tmp_path / "quality.json", tmp_path / "runs")
     queries = load_set("beir-tiny/test", tmp_path / "runs", TINY.parent)
     assert set(queries.qrels) == {"q1", "q2", "q3"} and not queries.boosted

@@ -6,8 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ from bench.quality import (
 
 from cari import db
 from cari.embed import Vector, make_embedder
+from cari.settings import Settings
 from tests.conftest import settings_for
 from tests.fake_openai import FakeOpenAI
 
@@ -218,20 +220,30 @@ def test_cache_file_is_named_after_the_model() -> None:
 # -- the harness end to end ---------------------------------------------------------------------
 
 
-@pytest.mark.anyio
-async def test_harness_on_tiny_beir_set(dsn: str, fake: FakeOpenAI, tmp_path: Path) -> None:
-    settings = settings_for(dsn, **fake.settings(reembed_interval_s=0))
+async def tiny_runs(
+    dsn: str, settings: Settings, cache: Path, collections: Sequence[str]
+) -> AsyncIterator[dict[str, Any]]:
+    """The harness on the tiny set, once per collection name, behind one embedding cache."""
     pool = db.make_pool(dsn, settings)
     await pool.open(wait=True)
-    embedder = CachingEmbedder(make_embedder(settings), tmp_path / "e.sqlite")
+    embedder = CachingEmbedder(make_embedder(settings), cache)
     try:
-        result = await run_quality(pool, settings, TINY, embedder)
-        requests = len(fake.requests)
-        # A rerun (into another collection) embeds nothing: every vector comes from the cache.
-        again = await run_quality(pool, settings, TINY, embedder, collection_name="again")
+        for name in collections:
+            yield await run_quality(pool, settings, TINY, embedder, collection_name=name)
     finally:
         await pool.close()
         await embedder.aclose()
+
+
+@pytest.mark.anyio
+async def test_harness_on_tiny_beir_set(dsn: str, fake: FakeOpenAI, tmp_path: Path) -> None:
+    settings = settings_for(dsn, **fake.settings(reembed_interval_s=0))
+    runs = tiny_runs(dsn, settings, tmp_path / "e.sqlite", ["quality", "again"])
+    result = await anext(runs)
+    requests = len(fake.requests)
+    # A rerun (into another collection) embeds nothing: every vector comes from the cache.
+    again = await anext(runs)
+    await runs.aclose()
 
     assert result["language"] == "english"
     assert (result["documents"], result["chunks"]) == (5, 5)

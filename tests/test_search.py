@@ -378,26 +378,18 @@ def test_cli_search_prints_a_table_and_json(
         add(client, "cli", [{"id": "one", "title": "Harbour", "text": "Boats moor here."}])
     env = cli_env(clean_env, dsn, fake)
     base = [sys.executable, "-m", "cari.cli", "search", "boats", "-c", "cli"]
-    table = subprocess.run(base, env=env, capture_output=True, text=True, check=False)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*base, *args], env=env, capture_output=True, text=True, check=False)
+
+    table = cli()
     assert table.returncode == 0, table.stderr
     assert "one" in table.stdout and "Harbour" in table.stdout
-    raw = subprocess.run(
-        [*base, "--json", "--explain", "--mode", "keyword"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    raw = cli("--json", "--explain", "--mode", "keyword")
     response = json.loads(raw.stdout)
     assert [r["document_id"] for r in response["results"]] == ["one"]
     assert response["explain"]["mode"] == "keyword"
-    fused = subprocess.run(
-        [*base, "--json", "--explain", "--fusion", "zscore"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    fused = cli("--json", "--explain", "--fusion", "zscore")
     assert json.loads(fused.stdout)["explain"]["fusion"] == "zscore"
     missing = subprocess.run(
         [sys.executable, "-m", "cari.cli", "search", " ", "-c", "cli"],
