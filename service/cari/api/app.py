@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 import cari
 from cari import db, migrations
 from cari.api.auth import require_api_key
+from cari.api.catalog import CatalogController, FinancingRatesController
 from cari.api.collections import CollectionsController
 from cari.api.documents import DocumentsController
 from cari.api.health import healthz, readyz
@@ -102,7 +103,13 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
 
     v1 = Router(
         path="/v1",
-        route_handlers=[CollectionsController, DocumentsController, search],
+        route_handlers=[
+            CollectionsController,
+            DocumentsController,
+            CatalogController,
+            FinancingRatesController,
+            search,
+        ],
         guards=[require_api_key],
         dependencies={"conn": Provide(provide_conn)},
         security=[{"bearer": []}] if settings.api_keys else None,

@@ -70,24 +70,24 @@ def check_storable(document: NewDocument) -> None:
         "id": [document.external_id],
         "title": [document.title],
         "source": [document.source or ""],
-        "metadata": list(_strings(document.metadata)),
+        "metadata": list(json_strings(document.metadata)),
     }
     for name, values in fields.items():
         if any("\x00" in value for value in values):
             raise InvalidInput(name, "contains a NUL character")
 
 
-def _strings(value: object) -> Iterator[str]:
+def json_strings(value: object) -> Iterator[str]:
     """Every key and string inside a JSON value."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for key, item in value.items():
             yield str(key)
-            yield from _strings(item)
+            yield from json_strings(item)
     elif isinstance(value, list):
         for item in value:
-            yield from _strings(item)
+            yield from json_strings(item)
 
 
 def embedding_text(title: str, content: str) -> str:

@@ -1,0 +1,1 @@
+"""Structured sources for pricing and specs questions: catalog items and financing rates."""
