@@ -1,4 +1,5 @@
 -- What a search needs to know about its collection.
-SELECT id, search_mode, fusion, vector_weight, keyword_weight, rrf_k, top_k
+SELECT id, search_mode, fusion, vector_weight, keyword_weight, rrf_k, top_k, threshold,
+       pricing_keywords, financing_keywords
 FROM collections
 WHERE name = %(name)s;

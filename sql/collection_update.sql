@@ -17,6 +17,8 @@ WITH old AS (
         bm25_k1        = coalesce(%(bm25_k1)s, c.bm25_k1),
         bm25_b         = coalesce(%(bm25_b)s, c.bm25_b),
         title_boost    = coalesce(%(title_boost)s, c.title_boost),
+        pricing_keywords   = coalesce(%(pricing_keywords)s, c.pricing_keywords),
+        financing_keywords = coalesce(%(financing_keywords)s, c.financing_keywords),
         updated_at     = now()
     FROM old
     WHERE c.id = old.id
@@ -33,5 +35,6 @@ WITH old AS (
     WHERE ci.collection_id = u.id AND ci.language = u.old_language AND u.language <> u.old_language
 )
 SELECT name, language::text AS language, search_mode, fusion, vector_weight, keyword_weight,
-       rrf_k, threshold, top_k, bm25_k1, bm25_b, title_boost, created_at, updated_at
+       rrf_k, threshold, top_k, bm25_k1, bm25_b, title_boost, pricing_keywords,
+       financing_keywords, created_at, updated_at
 FROM updated;

@@ -16,6 +16,7 @@ import pytest
 from bench import load, search
 
 from cari import db
+from cari.search import router
 from tests.conftest import cli_env, settings_for
 from tests.fake_openai import FakeOpenAI
 
@@ -119,11 +120,13 @@ def test_measures_every_cell_through_the_real_server(
             if phase != "baseline":  # the searcher's own time is part of the client's
                 assert 0 < cell["server_p50_ms"] < cell["p50_ms"], (what, phase, cell)
 
-    # The fake embedded every computed request (and each client's unmeasured first one) and
-    # each question once while the cache was warmed: the cached phase embedded nothing.
+    # The fake embedded every computed request (and each client's unmeasured first one), each
+    # question once while the cache was warmed, and each of the two servers the intent router's
+    # example questions once: the cached phase embedded nothing else.
     computed = [report["modes"][mode]["computed"] for mode in ("vector", "hybrid")]
     expected = sum(cell["requests"] for cells in computed for cell in cells)
-    expected += 2 * sum(CONCURRENCY) + QUERIES
+    examples = len(router.SPECS_EXAMPLES) + len(router.OTHER_EXAMPLES)
+    expected += 2 * sum(CONCURRENCY) + QUERIES + 2 * examples
     assert sum(len(texts) for texts in fake.inputs) == expected
 
     table = load.format_table(measured)

@@ -27,6 +27,9 @@ def add(client: TestClient[Any], collection: str, documents: list[dict[str, Any]
 
 
 def search(client: TestClient[Any], collection: str, **body: Any) -> dict[str, Any]:
+    """A search; threshold 0 unless given, since these tests are about retrieval and ranking
+    (the fake embedder's cosines mean nothing; tests/test_pipeline.py covers the threshold)."""
+    body.setdefault("threshold", 0)
     response = client.post(f"/v1/collections/{collection}/search", json=body)
     assert response.status_code == 200, response.text
     result: dict[str, Any] = response.json()
@@ -151,6 +154,9 @@ def test_explain_reports_plan_and_timings(shop: TestClient[Any]) -> None:
         ({"query": "pump", "mode": "fuzzy"}, 400, "mode"),
         ({"query": "pump", "fusion": "borda"}, 400, "fusion"),
         ({"query": "pump", "candidates": 1001}, 400, "candidates"),
+        ({"query": "pump", "threshold": 1.5}, 400, "threshold"),
+        ({"query": "pump", "threshold": -0.1}, 400, "threshold"),
+        ({"query": "pump", "decompose": "yes"}, 400, "decompose"),
         ({"query": "pump", "filters": {"metadata": {"year": {"gt": 3}}}}, 422, "filters"),
         ({"query": "pump", "filters": {"colour": 1}}, 422, "filters"),
     ],
@@ -400,3 +406,13 @@ def test_cli_search_prints_a_table_and_json(
     )
     assert missing.returncode == 1
     assert missing.stderr.strip() == "Error: query: is empty"
+
+
+def test_default_threshold_keeps_exact_tokens_and_drops_off_topic(shop: TestClient[Any]) -> None:
+    """At the collection's own threshold (0.25), with the real model: the SKU's chunk holds every
+    word of the question, so it passes whatever its cosine; a question about nothing here
+    returns nothing."""
+    found = shop.post("/v1/collections/shop/search", json={"query": "SKU-9942-X"}).json()
+    assert ids(found)[0] == "kit" and found["results"][0]["relevance"] == 1.0
+    body = {"query": "who won the football world cup in 1998?"}
+    assert shop.post("/v1/collections/shop/search", json=body).json()["results"] == []

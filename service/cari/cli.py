@@ -12,6 +12,7 @@ from typing import ParamSpec, TypeVar
 import click
 
 from cari import db, embedded, migrations
+from cari.cli_catalog import catalog, rates
 from cari.errors import CariError
 from cari.ingest import files
 from cari.settings import Settings, load_settings
@@ -181,6 +182,14 @@ def ingest(
     "--fusion", type=click.Choice(["rrf", "minmax", "zscore"]), help="How hybrid fuses the lists."
 )
 @click.option("--top-k", type=click.IntRange(1, 50), help="Results to return.")
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0, 1),
+    help="Least relevance (0-1) a result needs; 0 keeps everything.",
+)
+@click.option(
+    "--no-decompose", is_flag=True, help="Search the question whole, even if it compares things."
+)
 @click.option("--explain", is_flag=True, help="Show the plan and per-stage timings.")
 @click.option("--json", "as_json", is_flag=True, help="Print the response as JSON.")
 @user_errors
@@ -190,6 +199,8 @@ def search(
     mode: str | None,
     fusion: str | None,
     top_k: int | None,
+    threshold: float | None,
+    no_decompose: bool,
     explain: bool,
     as_json: bool,
 ) -> None:
@@ -204,6 +215,8 @@ def search(
         mode=mode,  # type: ignore[arg-type]
         fusion=fusion,  # type: ignore[arg-type]
         top_k=top_k,
+        threshold=threshold,
+        decompose=not no_decompose,
         explain=explain,
     )
     response = asyncio.run(run_search(settings, _migrated_database(settings), collection, request))
@@ -290,6 +303,9 @@ def stop() -> None:
     stopped = embedded.stop(settings.data_dir)
     click.echo("stopped" if stopped else "not running", err=not stopped)
 
+
+main.add_command(catalog)
+main.add_command(rates)
 
 if __name__ == "__main__":
     sys.exit(main())

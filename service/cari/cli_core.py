@@ -158,19 +158,26 @@ async def run_search(
 
 def print_results(response: SearchResponse) -> None:
     console = Console()
+    if len(response.sub_queries) > 1:
+        click.echo("sub-queries: " + " | ".join(response.sub_queries))
+    if response.intents != ["knowledge"]:
+        click.echo("intents: " + ", ".join(response.intents))
     table = Table(show_lines=False)
-    for column in ("#", "score", "document", "title", "text"):
+    for column in ("#", "relevance", "score", "source", "title", "text"):
         table.add_column(column, overflow="fold")
     for rank, result in enumerate(response.results, 1):
         snippet = " ".join(result.content.split())
         table.add_row(
             str(rank),
+            f"{result.relevance:.2f}",
             f"{result.score:.4f}",
-            result.document_id,
+            result.document_id or result.id,
             result.title,
             snippet[:160] + ("…" if len(snippet) > 160 else ""),
         )
     console.print(table)
+    if not response.results:
+        click.echo("no result passed the relevance threshold", err=True)
     for warning in response.warnings:
         click.echo(f"warning: {warning}", err=True)
     if response.explain is not None:

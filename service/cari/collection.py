@@ -12,6 +12,7 @@ from psycopg.rows import kwargs_row
 
 from cari.errors import Conflict, InvalidInput, NotFound
 from cari.queries import query
+from cari.search import router
 from cari.search.fusion import Method
 
 SearchMode = Literal["hybrid", "vector", "keyword"]
@@ -48,6 +49,10 @@ Threshold = Annotated[float, msgspec.Meta(ge=0, le=1)]
 TopK = Annotated[int, msgspec.Meta(ge=1, le=50)]
 K1 = Annotated[float, msgspec.Meta(ge=0, le=10, description="BM25 term-frequency saturation.")]
 B = Annotated[float, msgspec.Meta(ge=0, le=1, description="BM25 length normalisation.")]
+Keywords = Annotated[
+    list[Annotated[str, msgspec.Meta(min_length=1, max_length=64)]],
+    msgspec.Meta(max_length=500, description="Words or phrases; matched as whole words."),
+]
 TitleBoost = Annotated[
     float, msgspec.Meta(ge=0, le=100, description="How much a title word counts vs a body word.")
 ]
@@ -66,6 +71,8 @@ class Collection(msgspec.Struct, kw_only=True):
     bm25_k1: float
     bm25_b: float
     title_boost: float
+    pricing_keywords: list[str]
+    financing_keywords: list[str]
     created_at: datetime
     updated_at: datetime
 
@@ -83,6 +90,12 @@ class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     bm25_k1: K1 = 1.2
     bm25_b: B = 0.75
     title_boost: TitleBoost = 3.0
+    pricing_keywords: Keywords = msgspec.field(
+        default_factory=lambda: list(router.PRICING_KEYWORDS)
+    )
+    financing_keywords: Keywords = msgspec.field(
+        default_factory=lambda: list(router.FINANCING_KEYWORDS)
+    )
 
 
 class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -99,6 +112,8 @@ class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     bm25_k1: K1 | msgspec.UnsetType = msgspec.UNSET
     bm25_b: B | msgspec.UnsetType = msgspec.UNSET
     title_boost: TitleBoost | msgspec.UnsetType = msgspec.UNSET
+    pricing_keywords: Keywords | msgspec.UnsetType = msgspec.UNSET
+    financing_keywords: Keywords | msgspec.UnsetType = msgspec.UNSET
 
 
 Conn = psycopg.AsyncConnection[Any]

@@ -83,6 +83,16 @@ class Settings(BaseSettings):
     )
     intent_keyword_boost: float = Field(default=2.0, ge=0, le=100)
     intent_vector_boost: float = Field(default=0.5, ge=0, le=100)
+    # Measured for the local e5 model by bench.threshold (docs/benchmarks.md).
+    relevance_cosine_floor: float = Field(
+        default=0.8,
+        ge=-1,
+        lt=1,
+        description="Query-chunk cosine that counts as relevance 0 (calibrate per embedder).",
+    )
+    relevance_cosine_ceiling: float = Field(
+        default=0.98, gt=-1, le=1, description="Query-chunk cosine that counts as relevance 1."
+    )
     query_cache_size: int = Field(default=1024, ge=0, le=1_000_000)
     index_build_memory_mb: int = Field(
         default=512, ge=64, le=65_536, description="maintenance_work_mem for HNSW builds."
@@ -124,6 +134,10 @@ class Settings(BaseSettings):
             raise ValueError("CARI_POOL_MIN_SIZE must not exceed CARI_POOL_MAX_SIZE")
         if not self.chunk_min_tokens <= self.chunk_max_tokens:
             raise ValueError("CARI_CHUNK_MIN_TOKENS must not exceed CARI_CHUNK_MAX_TOKENS")
+        if not self.relevance_cosine_floor < self.relevance_cosine_ceiling:
+            raise ValueError(
+                "CARI_RELEVANCE_COSINE_FLOOR must be below CARI_RELEVANCE_COSINE_CEILING"
+            )
         if not self.chunk_overlap_tokens < self.chunk_min_tokens:
             raise ValueError("CARI_CHUNK_OVERLAP_TOKENS must be below CARI_CHUNK_MIN_TOKENS")
         return self

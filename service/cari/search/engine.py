@@ -1,7 +1,15 @@
-"""Hybrid search: keyword and vector retrieval in parallel, then fused (`cari.search.fusion`).
+"""The search pipeline: analyse, retrieve in parallel, fuse, threshold, merge, structured sources.
 
-Shared by the HTTP API and the CLI. Each retriever runs on its own pooled connection; the query
-embedding is computed while the keyword query already runs.
+Shared by the HTTP API and the CLI. For one question:
+
+1. Analyse: exact tokens (`intent`), decomposition into sub-queries (`decompose`).
+2. Per sub-query, in parallel: keyword and vector retrieval, each on its own pooled connection
+   (the query embedding is computed while the keyword query already runs), fused
+   (`fusion`); the head of the fused list gets its absolute relevance (`relevance`), and chunks
+   below the threshold are dropped. The sub-query is routed (`router`) to the structured
+   sources its words or meaning ask for.
+3. Merge: the sub-queries' lists are interleaved rank by rank, so every sub-topic is in the
+   top k; then the structured sources (`structured`: catalog items, installments) come first.
 """
 
 from __future__ import annotations
@@ -9,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
@@ -22,15 +30,19 @@ from psycopg_pool import AsyncConnectionPool
 from cari.embed import Embedder
 from cari.errors import EmbedderUnavailable, InvalidInput, NotFound
 from cari.queries import query
-from cari.search import bm25
+from cari.search import bm25, relevance, structured
 from cari.search import intent as intents
+from cari.search.decompose import CollectionVocabulary, Decomposition, decompose, propose
 from cari.search.filters import compile_filters
 from cari.search.fusion import Candidate, Fused, Method, fuse
+from cari.search.router import Keywords, Router, Routing
 from cari.settings import Settings
 
 Mode = Literal["hybrid", "vector", "keyword"]
+Kind = Literal["chunk", "catalog", "financing"]
 Weight = Annotated[float, msgspec.Meta(ge=0, le=100)]
 T = TypeVar("T")
+EVIDENCE_DEPTH = 10  # fused chunks weighed per sub-query, at least: room for the threshold
 
 
 class SearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -40,12 +52,15 @@ class SearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     mode: Mode | None = None
     fusion: Method | None = None
     top_k: Annotated[int, msgspec.Meta(ge=1, le=50)] | None = None
+    threshold: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
     candidates: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None
     ef_search: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None
     vector_weight: Weight | None = None
     keyword_weight: Weight | None = None
     rrf_k: Annotated[int, msgspec.Meta(ge=1, le=10_000)] | None = None
     filters: dict[str, Any] | None = None
+    decompose: bool = True
+    structured: bool = True
     explain: bool = False
 
 
@@ -54,20 +69,27 @@ class RetrieverHit(msgspec.Struct):
     score: float
 
 
-class SearchResult(msgspec.Struct):
-    chunk_id: int
-    document_id: str
+class SearchResult(msgspec.Struct, kw_only=True):
+    """A source: a document chunk, a catalog item, or installments computed for a product."""
+
+    id: str  # "chunk:<id>", "catalog:<sku>", "financing:<sku>": what an answer cites
+    kind: Kind
     title: str
     content: str
     metadata: dict[str, Any]
-    score: float
+    score: float  # chunks: the fused score; structured sources: their relevance
+    relevance: float  # 0..1, absolute (cari.search.relevance)
     retrievers: dict[str, RetrieverHit]
+    chunk_id: int | None = None
+    document_id: str | None = None
 
 
 class SearchResponse(msgspec.Struct):
     query: str
     mode: Mode
     intent: str
+    intents: list[str]
+    sub_queries: list[str]
     results: list[SearchResult]
     degraded: list[str]
     warnings: list[str]
@@ -83,6 +105,42 @@ class _Collection:
     keyword_weight: float
     rrf_k: int
     top_k: int
+    threshold: float
+    pricing_keywords: list[str]
+    financing_keywords: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """The request resolved against the collection's and the server's defaults."""
+
+    mode: Mode
+    method: Method
+    weights: dict[str, float]
+    rrf_k: int
+    top_k: int
+    threshold: float
+    candidates: int
+    ef_search: int
+    depth: int  # fused chunks whose relevance is weighed, per sub-query
+
+
+@dataclass(slots=True)
+class _Part:
+    """One sub-query's retrieval."""
+
+    text: str
+    kept: list[Fused] = field(default_factory=list)
+    scored: dict[int, float] = field(default_factory=dict)  # chunk -> relevance
+    evidence: dict[int, relevance.Evidence] = field(default_factory=dict)
+    dropped: list[Fused] = field(default_factory=list)
+    lists: dict[str, list[Candidate]] = field(default_factory=dict)
+    vector: np.ndarray | None = None
+    cached: bool = False
+    applied_ef: str | None = None
+    postings_read: int | None = None
+    routing: Routing | None = None
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 class QueryVectors:
@@ -110,6 +168,10 @@ class Searcher:
         self.pool = pool
         self.settings = settings
         self.vectors = QueryVectors(embedder, settings.query_cache_size)
+        self.router = Router(embedder)
+        self.scale = relevance.Scale(
+            settings.relevance_cosine_floor, settings.relevance_cosine_ceiling
+        )
 
     async def search(self, collection_name: str, request: SearchRequest) -> SearchResponse:
         started = time.perf_counter()
@@ -119,8 +181,71 @@ class Searcher:
             raise InvalidInput("query", "is empty")
         filters, filter_params = compile_filters(request.filters)
         collection = await self._collection(collection_name)
-        mode: Mode = request.mode or collection.search_mode
-        found = intents.detect(text)
+        exact = intents.detect(text)
+        plan = self._plan(request, collection, boosted=bool(exact.exact_tokens))
+        timings: dict[str, float] = {}
+        if request.decompose:
+            decomposition = await _timed(timings, "decompose", self._decompose(text, collection))
+        else:
+            decomposition = Decomposition((text,), None, None)
+        params = {**filter_params, "collection_id": collection.id, "candidates": plan.candidates}
+        keywords = Keywords(collection.pricing_keywords, collection.financing_keywords)
+        degraded: list[str] = []
+        warnings: list[str] = []
+        parts = [_Part(part) for part in decomposition.parts]
+        await asyncio.gather(
+            *(
+                self._retrieve(part, collection, plan, filters, params, keywords, degraded)
+                for part in parts
+            )
+        )
+        if degraded:
+            warnings.append(f"vector search skipped, keyword results only: {degraded[0]}")
+            degraded = ["vector"]
+        for part in parts:  # stages ran side by side: each takes as long as its slowest part
+            for stage, ms in part.timings.items():
+                timings[stage] = max(timings.get(stage, 0.0), ms)
+
+        merged = _interleave([part.kept for part in parts], plan.top_k)
+        chunks = await _timed(timings, "fetch", self._chunk_results(merged, parts))
+        routes = _union_routes(parts)
+        sources: list[SearchResult] = []
+        structured_explain: dict[str, Any] = {}
+        if request.structured and set(routes) - {"knowledge"}:
+            found = await _timed(
+                timings,
+                "structured",
+                structured.sources(
+                    self.pool,
+                    collection.id,
+                    text,
+                    [(p.text, p.vector, p.routing) for p in parts if p.routing is not None],
+                    plan.threshold,
+                    plan.top_k,
+                ),
+            )
+            sources = [_structured_result(s) for s in found.sources]
+            structured_explain = found.explain
+        timings["total"] = (time.perf_counter() - started) * 1000
+
+        explain = None
+        if request.explain:
+            explain = self._explain(
+                request, plan, exact, decomposition, parts, routes, structured_explain, timings
+            )
+        return SearchResponse(
+            query=request.query,
+            mode=plan.mode,
+            intent=exact.name,
+            intents=list(routes),
+            sub_queries=list(decomposition.parts),
+            results=[*sources, *chunks],
+            degraded=degraded,
+            warnings=warnings,
+            explain=explain,
+        )
+
+    def _plan(self, request: SearchRequest, collection: _Collection, *, boosted: bool) -> _Plan:
         base = {
             "keyword": _pick(request.keyword_weight, collection.keyword_weight),
             "vector": _pick(request.vector_weight, collection.vector_weight),
@@ -130,95 +255,95 @@ class Searcher:
                 "keyword": self.settings.intent_keyword_boost,
                 "vector": self.settings.intent_vector_boost,
             }
-            if found.exact_tokens
+            if boosted
             else {"keyword": 1.0, "vector": 1.0}
         )
-        weights = {name: base[name] * boost[name] for name in base}
+        mode: Mode = request.mode or collection.search_mode
         top_k = request.top_k or collection.top_k
+        depth = max(2 * top_k, EVIDENCE_DEPTH)
         candidates = request.candidates or self.settings.search_candidates
         if mode != "hybrid":
-            # A lone list is returned as it comes: candidates past top_k would be thrown away.
-            candidates = min(candidates, top_k)
-        ef_search = request.ef_search or self.settings.hnsw_ef_search
-        params = {
-            **filter_params,
-            "collection_id": collection.id,
-            "candidates": candidates,
-        }
-        timings: dict[str, float] = {}
-        degraded: list[str] = []
-        warnings: list[str] = []
-        lists: dict[str, list[Candidate]] = {}
-        applied_ef: str | None = None
-        postings_read: int | None = None
-        cached = False
-        rrf_k = request.rrf_k or collection.rrf_k
-        method = request.fusion or collection.fusion
+            # A lone list is returned as it comes: candidates past those weighed are not used.
+            candidates = min(candidates, depth)
+        return _Plan(
+            mode=mode,
+            method=request.fusion or collection.fusion,
+            weights={name: base[name] * boost[name] for name in base},
+            rrf_k=request.rrf_k or collection.rrf_k,
+            top_k=top_k,
+            threshold=_pick(request.threshold, collection.threshold),
+            candidates=candidates,
+            ef_search=request.ef_search or self.settings.hnsw_ef_search,
+            depth=depth,
+        )
+
+    async def _decompose(self, text: str, collection: _Collection) -> Decomposition:
+        if propose(text) is None:  # nothing to split: no database round trip
+            return Decomposition((text,), None, None)
+        async with self.pool.connection() as conn:
+            return await decompose(text, CollectionVocabulary(conn, collection.id))
+
+    async def _retrieve(
+        self,
+        part: _Part,
+        collection: _Collection,
+        plan: _Plan,
+        filters: sql.Composable,
+        params: dict[str, Any],
+        keywords: Keywords,
+        degraded: list[str],
+    ) -> None:
+        """Fill `part`: its fused chunks above the threshold, its routing, its figures."""
 
         async def keyword() -> list[Candidate]:
-            nonlocal postings_read
             found = await _timed(
-                timings, "keyword", self._keyword(text, collection, filters, params)
+                part.timings, "keyword", self._keyword(part.text, collection, filters, params)
             )
-            postings_read = found.postings_read
+            part.postings_read = found.postings_read
             return found.candidates
 
-        async def vector() -> tuple[list[Candidate], str | None]:
-            nonlocal cached
-            vector, cached = await _timed(timings, "embed", self.vectors.get(text))
-            return await _timed(timings, "vector", self._vector(vector, ef_search, filters, params))
+        async def vector() -> list[Candidate]:
+            vector, part.cached = await _timed(part.timings, "embed", self.vectors.get(part.text))
+            part.vector = vector
+            found, part.applied_ef = await _timed(
+                part.timings, "vector", self._vector(vector, plan.ef_search, filters, params)
+            )
+            return found
 
-        jobs: dict[str, Awaitable[Any]] = {}
-        if mode in ("hybrid", "keyword"):
+        jobs: dict[str, Awaitable[list[Candidate]]] = {}
+        if plan.mode in ("hybrid", "keyword"):
             jobs["keyword"] = keyword()
-        if mode in ("hybrid", "vector"):
+        if plan.mode in ("hybrid", "vector"):
             jobs["vector"] = vector()
         outcomes = await asyncio.gather(*jobs.values(), return_exceptions=True)
         for name, outcome in zip(jobs, outcomes, strict=True):
-            if isinstance(outcome, EmbedderUnavailable) and mode == "hybrid":
-                degraded.append("vector")
-                warnings.append(f"vector search skipped, keyword results only: {outcome.message}")
+            if isinstance(outcome, EmbedderUnavailable) and plan.mode == "hybrid":
+                degraded.append(outcome.message)
             elif isinstance(outcome, BaseException):
                 raise outcome
-            elif name == "vector":
-                lists["vector"], applied_ef = outcome
             else:
-                lists["keyword"] = outcome
+                part.lists[name] = outcome
 
         fuse_started = time.perf_counter()
-        fused = fuse(lists, weights, method, rrf_k)[:top_k]
-        timings["fuse"] = (time.perf_counter() - fuse_started) * 1000
-        results = await _timed(timings, "fetch", self._results(fused))
-        timings["total"] = (time.perf_counter() - started) * 1000
-
-        explain = None
-        if request.explain:
-            explain = {
-                "mode": mode,
-                "intent": {
-                    "name": found.name,
-                    "exact_tokens": [{"text": t.text, "kind": t.kind} for t in found.exact_tokens],
-                },
-                "fusion": method,
-                "weights": weights,
-                "base_weights": base,
-                "rrf_k": rrf_k,
-                "top_k": top_k,
-                "candidates": {"requested": candidates, **{n: len(v) for n, v in lists.items()}},
-                "ef_search": {"requested": ef_search, "applied": applied_ef},
-                "keyword_postings_read": postings_read,
-                "query_vector_cached": cached,
-                "filters": request.filters or {},
-                "timings_ms": {k: round(v, 3) for k, v in timings.items()},
-            }
-        return SearchResponse(
-            query=request.query,
-            mode=mode,
-            intent=found.name,
-            results=results,
-            degraded=degraded,
-            warnings=warnings,
-            explain=explain,
+        head = fuse(part.lists, plan.weights, plan.method, plan.rrf_k)[: plan.depth]
+        part.timings["fuse"] = (time.perf_counter() - fuse_started) * 1000
+        async with self.pool.connection() as conn:
+            part.evidence = await _timed(
+                part.timings,
+                "relevance",
+                relevance.evidence(
+                    conn, collection.id, part.text, part.vector, [f.chunk_id for f in head]
+                ),
+            )
+        head = [f for f in head if f.chunk_id in part.evidence]  # not deleted meanwhile
+        for fused in head:
+            part.scored[fused.chunk_id] = self.scale.relevance(part.evidence[fused.chunk_id])
+        scores = [part.scored[f.chunk_id] for f in head]
+        for fused, kept in zip(head, relevance.keep(scores, plan.threshold), strict=True):
+            (part.kept if kept else part.dropped).append(fused)
+        del part.kept[plan.top_k :]
+        part.routing = await _timed(
+            part.timings, "route", self.router.route(part.text, part.vector, keywords)
         )
 
     async def _collection(self, name: str) -> _Collection:
@@ -257,29 +382,139 @@ class Searcher:
         applied = str(rows[0][2]) if rows else None
         return [Candidate(int(r[0]), float(r[1])) for r in rows], applied
 
-    async def _results(self, fused: list[Fused]) -> list[SearchResult]:
-        if not fused:
+    async def _chunk_results(
+        self, merged: list[tuple[Fused, int]], parts: Sequence[_Part]
+    ) -> list[SearchResult]:
+        if not merged:
             return []
         async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(query("chunks_for_results"), {"ids": [f.chunk_id for f in fused]})
+            await cur.execute(query("chunks_for_results"), {"ids": [f.chunk_id for f, _ in merged]})
             rows = {row["id"]: row for row in await cur.fetchall()}
         results = []
-        for f in fused:
-            row = rows.get(f.chunk_id)
+        for fused, index in merged:
+            row = rows.get(fused.chunk_id)
             if row is None:  # deleted between retrieval and now
                 continue
             results.append(
                 SearchResult(
-                    chunk_id=f.chunk_id,
+                    id=f"chunk:{fused.chunk_id}",
+                    kind="chunk",
+                    chunk_id=fused.chunk_id,
                     document_id=row["document_id"],
                     title=row["title"],
                     content=row["content"],
                     metadata=row["metadata"],
-                    score=f.score,
-                    retrievers={n: RetrieverHit(r, s) for n, (r, s) in f.ranks.items()},
+                    score=fused.score,
+                    relevance=round(parts[index].scored[fused.chunk_id], 4),
+                    retrievers={n: RetrieverHit(r, s) for n, (r, s) in fused.ranks.items()},
                 )
             )
         return results
+
+    def _explain(
+        self,
+        request: SearchRequest,
+        plan: _Plan,
+        exact: intents.Intent,
+        decomposition: Decomposition,
+        parts: Sequence[_Part],
+        routes: dict[str, list[str]],
+        structured_explain: dict[str, Any],
+        timings: dict[str, float],
+    ) -> dict[str, Any]:
+        first = parts[0]
+        embedded = [p for p in parts if p.vector is not None]
+        return {
+            "mode": plan.mode,
+            "intent": {
+                "name": exact.name,
+                "exact_tokens": [{"text": t.text, "kind": t.kind} for t in exact.exact_tokens],
+            },
+            "decomposition": {
+                "sub_queries": list(decomposition.parts),
+                "pattern": decomposition.pattern,
+                "kept_whole_because": decomposition.reason,
+            },
+            "intents": routes,
+            "fusion": plan.method,
+            "weights": plan.weights,
+            "rrf_k": plan.rrf_k,
+            "top_k": plan.top_k,
+            "threshold": plan.threshold,
+            "relevance_scale": {
+                "cosine_floor": self.scale.cosine_floor,
+                "cosine_ceiling": self.scale.cosine_ceiling,
+            },
+            "candidates": {"requested": plan.candidates},
+            "ef_search": {"requested": plan.ef_search, "applied": first.applied_ef},
+            "query_vector_cached": bool(embedded) and all(p.cached for p in embedded),
+            "filters": request.filters or {},
+            "sub_queries": [self._explain_part(p, plan) for p in parts],
+            "structured": structured_explain,
+            "timings_ms": {k: round(v, 3) for k, v in timings.items()},
+        }
+
+    def _explain_part(self, part: _Part, plan: _Plan) -> dict[str, Any]:
+        def weighed(fused: Fused) -> dict[str, Any]:
+            found = part.evidence[fused.chunk_id]
+            return {
+                "id": f"chunk:{fused.chunk_id}",
+                "relevance": round(part.scored[fused.chunk_id], 4),
+                "cosine": None if found.cosine is None else round(found.cosine, 4),
+                "dense": round(self.scale.dense(found.cosine), 4),
+                "coverage": round(found.coverage, 4),
+            }
+
+        if part.kept:
+            reason = f"relevance below {plan.threshold * relevance.SUPPORT:g}, half the threshold"
+        else:
+            reason = f"no chunk reaches the threshold {plan.threshold:g}: off-topic here"
+        return {
+            "query": part.text,
+            "candidates": {name: len(found) for name, found in part.lists.items()},
+            "keyword_postings_read": part.postings_read,
+            "query_vector_cached": part.cached,
+            "intents": {} if part.routing is None else part.routing.evidence,
+            "kept": [weighed(f) for f in part.kept],
+            "dropped": [{**weighed(f), "reason": reason} for f in part.dropped],
+            "timings_ms": {k: round(v, 3) for k, v in part.timings.items()},
+        }
+
+
+def _interleave(lists: Sequence[list[Fused]], top_k: int) -> list[tuple[Fused, int]]:
+    """Rank 1 of every list, then rank 2, ... each chunk once: every sub-topic is represented.
+    Each entry keeps the index of the list it came from."""
+    merged: list[tuple[Fused, int]] = []
+    seen: set[int] = set()
+    for rank in range(max((len(found) for found in lists), default=0)):
+        for index, found in enumerate(lists):
+            if rank < len(found) and found[rank].chunk_id not in seen:
+                seen.add(found[rank].chunk_id)
+                merged.append((found[rank], index))
+    return merged[:top_k]
+
+
+def _union_routes(parts: Sequence[_Part]) -> dict[str, list[str]]:
+    """Intent -> the evidence from each sub-query that routed to it."""
+    routes: dict[str, list[str]] = {}
+    for part in parts:
+        if part.routing is not None:
+            for name in part.routing.intents:
+                routes.setdefault(name, []).append(part.routing.evidence[name])
+    return routes
+
+
+def _structured_result(source: structured.Source) -> SearchResult:
+    return SearchResult(
+        id=source.id,
+        kind=source.kind,
+        title=source.title,
+        content=source.content,
+        metadata=source.metadata,
+        score=source.relevance,
+        relevance=round(source.relevance, 4),
+        retrievers={n: RetrieverHit(r, s) for n, (r, s) in source.ranks.items()},
+    )
 
 
 def _pick(requested: float | None, default: float) -> float:

@@ -1,0 +1,176 @@
+"""The intent router: which sources a question needs besides the documents.
+
+`knowledge` (the documents) always; `pricing` and `financing` when the question holds one of
+the collection's keywords for them (EN and ID lists by default, configurable per collection);
+`specs` when the question asks about a product's attributes. Specs questions are too varied for
+a word list ("what material is it made of?", "does it support Bluetooth?", "berapa
+dimensinya?"), so they are recognised by meaning: the query embedding is compared with example
+questions of each kind, and the question routes to specs when its nearest examples are specs
+questions. A few unmistakable words ("spesifikasi", "specs") route it too, also in keyword mode
+where no query embedding exists. Several intents may hold at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from cari.embed import Embedder
+
+Intent = Literal["knowledge", "pricing", "specs", "financing"]
+
+PRICING_KEYWORDS = (
+    "harga", "price", "prices", "berapa", "biaya", "cost", "costs", "tarif", "pricing", "promo",
+    "diskon", "discount", "budget", "kisaran", "sekitar", "how much", "murah", "mahal",
+    "cheap", "expensive",
+)  # fmt: skip
+FINANCING_KEYWORDS = (
+    "cicilan", "angsuran", "kredit", "dp", "tenor", "installment", "installments", "instalment",
+    "down payment", "monthly payment", "bunga", "interest", "leasing", "finance", "financing",
+    "otr", "uang muka", "per bulan", "per month", "nyicil", "loan", "pinjaman", "credit",
+)  # fmt: skip
+SPECS_KEYWORDS = (
+    "spesifikasi", "spek", "spec", "specs", "specification", "specifications", "fitur",
+    "features", "dimensi", "dimensions",
+)  # fmt: skip
+
+# Questions about a product's attributes, for any kind of product, and questions that are not
+# (about prices and payments too: those have their own intents).
+SPECS_EXAMPLES = (
+    "what are the specifications?",
+    "what material is it made of?",
+    "does it support Bluetooth?",
+    "what are the dimensions and weight?",
+    "how big is the engine?",
+    "what colours does it come in?",
+    "how long does the battery last?",
+    "is it waterproof?",
+    "how many seats does it have?",
+    "what is the screen size and resolution?",
+    "apa spesifikasinya?",
+    "terbuat dari bahan apa?",
+    "apakah mendukung bluetooth?",
+    "berapa dimensinya?",
+    "berapa kapasitas mesinnya?",
+    "ada warna apa saja?",
+    "berapa lama daya tahan baterainya?",
+    "apakah tahan air?",
+    "berapa jumlah kursinya?",
+    "fiturnya apa saja?",
+)
+OTHER_EXAMPLES = (
+    "how do I reset my password?",
+    "what is the return policy?",
+    "where is the nearest store?",
+    "who founded the company?",
+    "when was it first released?",
+    "why does my order show as pending?",
+    "what is the history of the city?",
+    "how do I contact customer service?",
+    "what does the warranty cover?",
+    "what causes the disease?",
+    "bagaimana cara mengembalikan barang?",
+    "di mana lokasi toko terdekat?",
+    "siapa pendiri perusahaan ini?",
+    "kapan pertama kali dirilis?",
+    "apa syarat dan ketentuan garansi?",
+    "bagaimana cara menghubungi layanan pelanggan?",
+    "apa penyebab penyakit ini?",
+    "siapa presiden pertama indonesia?",
+    "mengapa pesanan saya belum dikirim?",
+    "apa arti kata ini?",
+    "what are the effects of temperature on the reaction?",
+    "how does the pressure vary along the surface?",
+    "what is the relationship between the two methods?",
+    "which studies compare these treatments?",
+    "what methods are used to measure it?",
+    "what is known about the cause of the failure?",
+    "apa dampak perubahan iklim terhadap pertanian?",
+    "berapa jumlah penduduk kota itu?",
+    "bagaimana proses terjadinya hujan?",
+    "apa hubungan antara kedua peristiwa itu?",
+    "how much does it cost?",
+    "what is the monthly payment with a down payment?",
+    "is there a discount this month?",
+    "berapa harganya?",
+    "harga mobil baru",
+    "berapa cicilan per bulannya?",
+    "tarif pengiriman ke luar kota",
+)
+NEIGHBOURS = 3  # specs when most of the nearest examples are specs questions
+
+
+@dataclass(frozen=True, slots=True)
+class Routing:
+    intents: tuple[Intent, ...]  # "knowledge" first, then the others in a fixed order
+    evidence: dict[str, str]  # intent -> why it was chosen
+
+
+@dataclass(frozen=True, slots=True)
+class Keywords:
+    pricing: Sequence[str]
+    financing: Sequence[str]
+
+
+class Router:
+    """Routes questions; the example questions are embedded once, on first use."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._examples: tuple[np.ndarray, np.ndarray] | None = None
+        self._lock = asyncio.Lock()
+
+    async def route(self, text: str, vector: np.ndarray | None, keywords: Keywords) -> Routing:
+        """The intents of `text`; `vector` is its query embedding, None in keyword mode."""
+        lowered = _words(text)
+        evidence: dict[str, str] = {"knowledge": "always"}
+        if found := _first_keyword(lowered, keywords.pricing):
+            evidence["pricing"] = f"keyword '{found}'"
+        if found := _first_keyword(lowered, SPECS_KEYWORDS):
+            evidence["specs"] = f"keyword '{found}'"
+        elif vector is not None and (similar := await self._specs_by_meaning(vector)):
+            evidence["specs"] = similar
+        if found := _first_keyword(lowered, keywords.financing):
+            evidence["financing"] = f"keyword '{found}'"
+            # An installment is computed from the product's price.
+            evidence.setdefault("pricing", "financing needs the price")
+        order: tuple[Intent, ...] = ("knowledge", "pricing", "specs", "financing")
+        return Routing(tuple(i for i in order if i in evidence), evidence)
+
+    async def _specs_by_meaning(self, vector: np.ndarray) -> str | None:
+        examples, is_specs = await self._example_vectors()
+        similarity = examples @ (vector / np.linalg.norm(vector))
+        nearest = np.argsort(-similarity)[:NEIGHBOURS]
+        votes = int(is_specs[nearest].sum())
+        if votes * 2 <= NEIGHBOURS:
+            return None
+        best = int(nearest[0]) if is_specs[nearest[0]] else int(nearest[is_specs[nearest]][0])
+        return (
+            f"meaning: {votes} of the {NEIGHBOURS} nearest example questions ask about "
+            f"attributes (closest: '{SPECS_EXAMPLES[best]}', cosine {similarity[best]:.3f})"
+        )
+
+    async def _example_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        async with self._lock:
+            if self._examples is None:
+                texts = (*SPECS_EXAMPLES, *OTHER_EXAMPLES)
+                found = await asyncio.gather(*(self.embedder.embed_query(t) for t in texts))
+                vectors = np.stack([np.asarray(v, np.float32) for v in found])
+                vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+                labels = np.array([i < len(SPECS_EXAMPLES) for i in range(len(texts))])
+                self._examples = (vectors, labels)
+            return self._examples
+
+
+def _words(text: str) -> str:
+    """Lower case, punctuation to spaces, padded: keywords match whole words only."""
+    return " " + " ".join(re.findall(r"\w+", text.lower())) + " "
+
+
+def _first_keyword(words: str, keywords: Sequence[str]) -> str | None:
+    return next((k for k in keywords if f" {_words(k).strip()} " in words), None)

@@ -1,0 +1,42 @@
+-- Absolute relevance evidence for fused chunks (cari.search.relevance): the cosine similarity
+-- of each chunk to the query vector (NULL without one) and the query's term coverage, the share
+-- of the query's lexemes (each weighted by its BM25 idf) that the chunk holds. The query is
+-- analysed in each language of the collection and a chunk is measured in its own: an English
+-- document in an Indonesian collection is matched on English stems. A query word the
+-- collection has never seen weighs as a word of no chunk (df 0), more than any it holds: a
+-- question about something else covers little of itself here.
+WITH sizes AS (
+    SELECT language, sum(chunks) AS chunks FROM (
+        SELECT language, chunks FROM bm25_sizes WHERE collection_id = %(collection_id)s
+        UNION ALL
+        SELECT language, chunks FROM bm25_pending_sizes WHERE collection_id = %(collection_id)s
+    ) AS s
+    GROUP BY language
+), total AS (
+    SELECT coalesce(sum(chunks), 0) AS n FROM sizes
+), languages AS (
+    SELECT language FROM sizes WHERE chunks > 0
+    UNION
+    SELECT language FROM collections WHERE id = %(collection_id)s
+), terms AS (
+    SELECT l.language, w.lexeme, ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) AS idf
+    FROM languages AS l
+    CROSS JOIN total AS t
+    CROSS JOIN LATERAL (SELECT DISTINCT lexeme FROM unnest(to_tsvector(l.language, %(query)s))) AS w
+    CROSS JOIN LATERAL (
+        SELECT coalesce(sum(df), 0) AS df FROM (
+            SELECT df FROM bm25_terms
+            WHERE collection_id = %(collection_id)s AND lexeme = w.lexeme
+            UNION ALL
+            SELECT df FROM bm25_pending_terms
+            WHERE collection_id = %(collection_id)s AND lexeme = w.lexeme
+        ) AS s
+    ) AS d
+)
+SELECT c.id,
+       1 - (c.embedding <=> %(vector)s::vector) AS cosine,
+       coalesce((SELECT sum(t.idf) FILTER (WHERE t.lexeme = ANY (tsvector_to_array(c.tsv)))
+                        / nullif(sum(t.idf), 0)
+                 FROM terms AS t WHERE t.language = c.language), 0) AS coverage
+FROM chunks AS c
+WHERE c.id = ANY (%(ids)s);

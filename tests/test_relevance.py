@@ -1,0 +1,70 @@
+"""The relevance scale and the threshold rule, and the evidence as PostgreSQL computes it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cari.search.relevance import Evidence, Scale, keep
+from tests.conftest import app_client
+from tests.fake_openai import FakeOpenAI
+
+SCALE = Scale(cosine_floor=0.8, cosine_ceiling=0.98)
+
+
+@pytest.mark.parametrize(
+    ("cosine", "coverage", "expected"),
+    [
+        (0.80, 0.0, 0.0),  # the floor
+        (0.89, 0.0, 0.5),  # halfway
+        (0.98, 0.0, 1.0),  # the ceiling
+        (0.99, 0.0, 1.0),  # clipped
+        (0.50, 0.0, 0.0),
+        (None, 0.0, 0.0),  # keyword mode: no cosine
+        (None, 0.6, 0.0),  # sharing 60 % of the query's weight is not evidence yet
+        (None, 0.8, 0.5),
+        (0.70, 1.0, 1.0),  # every query word, e.g. a SKU the embedder does not know
+        (0.89, 0.7, 0.5),  # the larger of the two
+    ],
+)
+def test_scale(cosine: float | None, coverage: float, expected: float) -> None:
+    assert SCALE.relevance(Evidence(cosine, coverage)) == pytest.approx(expected)
+
+
+def test_keep_needs_one_strong_chunk_then_half_the_threshold() -> None:
+    assert keep([0.2, 0.15, 0.1], 0.25) == [False, False, False]  # off-topic: nothing
+    assert keep([0.3, 0.15, 0.1], 0.25) == [True, True, False]
+    assert keep([0.1, 0.3], 0.25) == [False, True]  # the strong one need not rank first
+    assert keep([0.0], 0.0) == [True]  # threshold 0 keeps everything
+    assert keep([], 0.25) == []
+
+
+def test_coverage_weighs_rare_words_and_unknown_ones(dsn: str, fake: FakeOpenAI) -> None:
+    documents = [
+        {"id": "both", "text": "alpha beta"},
+        {"id": "alpha", "text": "alpha common"},
+        *({"id": f"filler-{i}", "text": f"common word {i}"} for i in range(8)),
+    ]
+    with app_client(dsn, fake) as client:
+        client.post("/v1/collections", json={"name": "c"})
+        client.post("/v1/collections/c/documents", json={"documents": documents})
+
+        def coverage(query: str) -> dict[str, float]:
+            body: dict[str, Any] = {"query": query, "threshold": 0, "explain": True, "top_k": 20}
+            response = client.post("/v1/collections/c/search", json=body).json()
+            by_chunk = {
+                k["id"]: k["coverage"] for k in response["explain"]["sub_queries"][0]["kept"]
+            }
+            return {r["document_id"]: by_chunk[r["id"]] for r in response["results"]}
+
+        found = coverage("alpha beta")
+        assert found["both"] == 1.0
+        # alpha and beta are equally rare (each in one or two chunks): about half each.
+        assert 0.4 < found["alpha"] < 0.6
+        # "common" is in 9 of 10 chunks: holding it counts for little next to "beta".
+        assert coverage("common beta")["alpha"] < 0.1
+        # A word the collection has never seen weighs more than any it holds (df 0). N = 10:
+        # idf(beta, df 1) = ln(1 + 9.5 / 1.5) = 1.9924; idf(df 0) = ln(1 + 10.5 / 0.5) = 3.0910;
+        # 1.9924 / (1.9924 + 3.0910) = 0.3919.
+        assert coverage("beta zyzzyva")["both"] == pytest.approx(0.3919, abs=0.0001)
