@@ -18,9 +18,11 @@ in a fresh database:
   first `--limit-queries`), one request at a time.
 - Runs, each returning 100 chunks per query:
   - `keyword`, `vector`, `hybrid`: `Searcher.search` in that mode with the collection's
-    defaults and `top_k` 100; keyword and vector with 100 candidates, hybrid with the server's
-    (`CARI_SEARCH_CANDIDATES`) per retriever. The engine is called in process, where `top_k`
-    is not held to the HTTP API's bound of 50, so Recall@100 is measured on the real path.
+    defaults (decomposition included), threshold 0 (the ranking is measured here, the cut
+    by `bench.threshold`) and `top_k` 100; keyword and vector with 100 candidates, hybrid
+    with the server's (`CARI_SEARCH_CANDIDATES`) per retriever. The engine is called in
+    process, where `top_k` is not held to the HTTP API's bound of 50, so Recall@100 is
+    measured on the real path.
   - Baselines, on the same chunks in the same run: `ts_rank_cd`, the tutorial's keyword branch
     (`websearch_to_tsquery`, every word required, ranked by `ts_rank_cd`); `rrf equal`, plain
     equal-weight RRF (k 60, weights 1 and 1, no intent boost) of the `keyword` and `vector`
@@ -310,7 +312,10 @@ async def run_quality(
         for mode in MODES:
             # Hybrid as users get it: the server's candidates per retriever.
             depth = None if mode == "hybrid" else DEPTH
-            request = SearchRequest(query=queries[qid], mode=mode, top_k=DEPTH, candidates=depth)
+            # Threshold 0: this measures the ranking (bench.threshold measures the cut).
+            request = SearchRequest(
+                query=queries[qid], mode=mode, top_k=DEPTH, candidates=depth, threshold=0
+            )
             started = time.perf_counter()
             response = await searcher.search(collection_name, request)
             latency[mode].append((time.perf_counter() - started) * 1000)
@@ -319,6 +324,7 @@ async def run_quality(
             chunk_runs[mode][qid] = [
                 Candidate(r.chunk_id, r.retrievers[mode].score if mode != "hybrid" else r.score)
                 for r in response.results
+                if r.chunk_id is not None  # the sets have no catalog: nothing else comes back
             ]
         async with pool.connection() as conn:
             started = time.perf_counter()
