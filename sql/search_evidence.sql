@@ -4,7 +4,8 @@
 -- analysed in each language of the collection and a chunk is measured in its own: an English
 -- document in an Indonesian collection is matched on English stems. A query word the
 -- collection has never seen weighs as a word of no chunk (df 0), more than any it holds: a
--- question about something else covers little of itself here.
+-- question about something else covers little of itself here. Each chunk reads its embedding
+-- and its tsvector by primary key: the 2·top_k weighed chunks, no scan.
 WITH sizes AS (
     SELECT language, sum(chunks) AS chunks FROM (
         SELECT language, chunks FROM bm25_sizes WHERE collection_id = %(collection_id)s
@@ -18,7 +19,7 @@ WITH sizes AS (
     SELECT language FROM sizes WHERE chunks > 0
     UNION
     SELECT language FROM collections WHERE id = %(collection_id)s
-), terms AS (
+), terms AS MATERIALIZED (  -- once per query, not once per chunk
     SELECT l.language, w.lexeme, ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) AS idf
     FROM languages AS l
     CROSS JOIN total AS t
