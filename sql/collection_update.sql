@@ -1,4 +1,5 @@
--- Change the given settings of a collection (NULL parameters keep the current value).
+-- Change the given settings of a collection (NULL parameters keep the current value, but
+-- no_information changes whenever no_information_set is true, to NULL too).
 -- A new language re-indexes the text that used the old one: the tsvector columns are
 -- generated from `language`, so updating it recomputes them in this same statement (and their
 -- triggers re-index the BM25 postings). k1, b and the title boost apply at query time.
@@ -19,6 +20,8 @@ WITH old AS (
         title_boost    = coalesce(%(title_boost)s, c.title_boost),
         pricing_keywords   = coalesce(%(pricing_keywords)s, c.pricing_keywords),
         financing_keywords = coalesce(%(financing_keywords)s, c.financing_keywords),
+        no_information     = CASE WHEN %(no_information_set)s THEN %(no_information)s
+                                  ELSE c.no_information END,
         updated_at     = now()
     FROM old
     WHERE c.id = old.id
@@ -36,5 +39,5 @@ WITH old AS (
 )
 SELECT name, language::text AS language, search_mode, fusion, vector_weight, keyword_weight,
        rrf_k, threshold, top_k, bm25_k1, bm25_b, title_boost, pricing_keywords,
-       financing_keywords, created_at, updated_at
+       financing_keywords, no_information, created_at, updated_at
 FROM updated;

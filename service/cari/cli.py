@@ -226,6 +226,32 @@ def search(
         print_results(response)
 
 
+@main.command(help="Answer a question from a collection, citing its sources [1], [2], ...")
+@click.argument("question")
+@click.option("-c", "--collection", required=True, help="Collection to answer from.")
+@click.option("--top-k", type=click.IntRange(1, 50), help="Sources to answer from.")
+@click.option(
+    "--threshold", type=click.FloatRange(0, 1), help="Least relevance (0-1) a source needs."
+)
+@click.option("--no-rerank", is_flag=True, help="Skip the configured reranker.")
+@click.option("--json", "as_json", is_flag=True, help="Print the events as JSON Lines.")
+@user_errors
+def ask(
+    question: str,
+    collection: str,
+    top_k: int | None,
+    threshold: float | None,
+    no_rerank: bool,
+    as_json: bool,
+) -> None:
+    from cari.answer.service import AnswerRequest
+    from cari.cli_core import run_answer
+
+    settings = _settings()
+    request = AnswerRequest(query=question, top_k=top_k, threshold=threshold, rerank=not no_rerank)
+    asyncio.run(run_answer(settings, _migrated_database(settings), collection, request, as_json))
+
+
 @main.command(help="Embed chunks stored without vectors (e.g. while the embedder was down).")
 @click.option("-c", "--collection", help="Only this collection.")
 @click.option(

@@ -1,7 +1,8 @@
-"""The CLI commands that need the database or the embedder: ingest, reembed, search, bm25."""
+"""The CLI commands that need the database or the embedder: ingest, reembed, search, ask, bm25."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -17,6 +18,7 @@ from rich.table import Table
 
 from cari import collection as collections
 from cari import db
+from cari.answer.service import Answerer, AnswerRequest
 from cari.embed import Embedder, make_embedder
 from cari.errors import NotFound
 from cari.ingest import store
@@ -154,6 +156,34 @@ async def run_search(
 ) -> SearchResponse:
     async with _resources(settings, dsn) as (pool, embedder):
         return await Searcher(pool, embedder, settings).search(collection, request)
+
+
+async def run_answer(
+    settings: Settings, dsn: str, collection: str, request: AnswerRequest, as_json: bool
+) -> None:
+    """Print the answer as it is written, then its numbered sources (or the events as JSON
+    Lines, one per event)."""
+    async with _resources(settings, dsn) as (pool, embedder):
+        answerer = Answerer(pool, Searcher(pool, embedder, settings), settings)
+        try:
+            prepared = await answerer.prepare(collection, request)
+            async for event in answerer.events(prepared):
+                if as_json:
+                    click.echo(json.dumps({"event": event.name, "data": event.data}))
+                elif event.name == "llm_chunk":
+                    click.echo(event.data["text"], nl=False)
+                elif event.name == "citations":
+                    click.echo()
+                    for number, cited in event.data["citations"].items():
+                        where = cited["document_id"] or cited["id"]
+                        click.echo(f"[{number}] {cited['title'] or where} ({where})")
+                elif event.name == "metadata":
+                    for warning in event.data["warnings"]:
+                        click.echo(f"warning: {warning}", err=True)
+                elif event.name == "error":
+                    raise click.ClickException(event.data["message"])
+        finally:
+            await answerer.aclose()
 
 
 def print_results(response: SearchResponse) -> None:

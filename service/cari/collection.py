@@ -53,6 +53,15 @@ Keywords = Annotated[
     list[Annotated[str, msgspec.Meta(min_length=1, max_length=64)]],
     msgspec.Meta(max_length=500, description="Words or phrases; matched as whole words."),
 ]
+NoInformation = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=1000,
+        description="The answer when no source passes the threshold; unset: a default sentence "
+        "in the question's language.",
+    ),
+]
 TitleBoost = Annotated[
     float, msgspec.Meta(ge=0, le=100, description="How much a title word counts vs a body word.")
 ]
@@ -73,6 +82,7 @@ class Collection(msgspec.Struct, kw_only=True):
     title_boost: float
     pricing_keywords: list[str]
     financing_keywords: list[str]
+    no_information: str | None
     created_at: datetime
     updated_at: datetime
 
@@ -96,6 +106,7 @@ class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     financing_keywords: Keywords = msgspec.field(
         default_factory=lambda: list(router.FINANCING_KEYWORDS)
     )
+    no_information: NoInformation | None = None
 
 
 class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -114,6 +125,7 @@ class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     title_boost: TitleBoost | msgspec.UnsetType = msgspec.UNSET
     pricing_keywords: Keywords | msgspec.UnsetType = msgspec.UNSET
     financing_keywords: Keywords | msgspec.UnsetType = msgspec.UNSET
+    no_information: NoInformation | msgspec.UnsetType | None = msgspec.UNSET  # null: the default
 
 
 Conn = psycopg.AsyncConnection[Any]
@@ -156,6 +168,8 @@ async def update(conn: Conn, name: str, changes: CollectionUpdate) -> Collection
         for field, value in msgspec.structs.asdict(changes).items()
     }
     params["name"] = name
+    # The one field that can be set back to NULL, so NULL cannot mean "unchanged" for it.
+    params["no_information_set"] = changes.no_information is not msgspec.UNSET
     try:
         async with conn.transaction(), conn.cursor(row_factory=kwargs_row(Collection)) as cur:
             await cur.execute(query("collection_update"), params)

@@ -98,6 +98,24 @@ class Settings(BaseSettings):
         default=512, ge=64, le=65_536, description="maintenance_work_mem for HNSW builds."
     )
 
+    llm_base_url: str | None = Field(
+        default=None, description="OpenAI-compatible chat API base URL (…/v1); unset: extractive."
+    )
+    llm_model: str | None = Field(default=None, description="Chat model; required with a base URL.")
+    llm_api_key: str | None = None
+    llm_temperature: float = Field(default=0.1, ge=0, le=2)
+    llm_max_tokens: int = Field(default=700, ge=1, le=100_000)
+    llm_timeout_s: float = Field(default=60.0, gt=0)
+    rerank_base_url: str | None = Field(
+        default=None, description="Cohere-compatible rerank API base URL (…/v1); unset: off."
+    )
+    rerank_model: str | None = Field(default=None, description="Rerank model; required with a URL.")
+    rerank_api_key: str | None = None
+    rerank_candidates: int = Field(
+        default=20, ge=1, le=50, description="Fused results the reranker reorders."
+    )
+    rerank_timeout_s: float = Field(default=10.0, gt=0)
+
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, value: str | None) -> str | None:
@@ -138,6 +156,10 @@ class Settings(BaseSettings):
             raise ValueError(
                 "CARI_RELEVANCE_COSINE_FLOOR must be below CARI_RELEVANCE_COSINE_CEILING"
             )
+        if self.llm_base_url and not self.llm_model:
+            raise ValueError("CARI_LLM_MODEL is required with CARI_LLM_BASE_URL")
+        if self.rerank_base_url and not self.rerank_model:
+            raise ValueError("CARI_RERANK_MODEL is required with CARI_RERANK_BASE_URL")
         if not self.chunk_overlap_tokens < self.chunk_min_tokens:
             raise ValueError("CARI_CHUNK_OVERLAP_TOKENS must be below CARI_CHUNK_MIN_TOKENS")
         return self

@@ -20,6 +20,9 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 import cari
 from cari import db, migrations
+from cari.answer.llm import LLMUnavailable
+from cari.answer.service import Answerer
+from cari.api.answer import answer, tool
 from cari.api.auth import require_api_key
 from cari.api.catalog import CatalogController, FinancingRatesController
 from cari.api.collections import CollectionsController
@@ -47,6 +50,7 @@ STATUS = {
     InvalidInput: 422,
     DatabaseUnavailable: 503,
     EmbedderUnavailable: 503,
+    LLMUnavailable: 503,
 }
 
 
@@ -91,6 +95,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
         app.state.pool = pool
         app.state.ingestor = Ingestor(pool, embedder, settings)
         app.state.searcher = Searcher(pool, embedder, settings)
+        app.state.answerer = Answerer(pool, app.state.searcher, settings)
         try:
             async with anyio.create_task_group() as tasks:
                 if settings.reembed_interval_s > 0:
@@ -98,6 +103,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
                 yield
                 tasks.cancel_scope.cancel()
         finally:
+            await app.state.answerer.aclose()
             await embedder.aclose()
             await pool.close()
 
@@ -109,6 +115,8 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             CatalogController,
             FinancingRatesController,
             search,
+            answer,
+            tool,
         ],
         guards=[require_api_key],
         dependencies={"conn": Provide(provide_conn)},

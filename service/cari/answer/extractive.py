@@ -1,0 +1,136 @@
+"""The answer without an LLM: the source sentences that best answer the question, cited.
+
+Sources are numbered 1..n in the order given. Documents are prose: cut into sentences at . ! ?
+(and … ) followed by a space and not by a lower-case letter, and not after an abbreviation
+("Rp.", "No.", "Dr.", "e.g.") or an initial; a decimal ("1.5 liter", "Rp 1.500.000") has no
+space after its dot, so it stays whole. Blank lines, list items and headings end a sentence
+too. Structured sources (catalog items, installments) are lines, each one a sentence that also
+holds the words of the source's title (the product a "Price: ..." line is the price of).
+
+A sentence scores the weights of the question's words it holds, each word once: lower-cased,
+the function words of both languages ignored, "-nya" and a plural "s" taken off, and the
+labels structured sources write in English matched by their Indonesian words ("harga" is
+"price"). A word weighs more the fewer sentences hold it. The best sentences (ties to the
+earlier source, then the earlier sentence) that score at least half the best one's score are
+shown in source order, each followed by " [n]"; the first sentence when none scores."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cari.answer.citations import FUNCTION_WORDS, MARKER
+from cari.search.engine import SearchResult
+
+_STOP = FUNCTION_WORDS["id"] | FUNCTION_WORDS["en"]
+# The labels of structured sources, by their normalised form (cari.search.structured).
+_LABELS = {"harga": "price", "cicilan": "installment", "angsuran": "installment", "bulan": "month"}
+ABBREVIATIONS = (
+    "rp", "no", "nos", "nr", "dr", "drs", "dra", "prof", "ir", "jl", "jln", "kec", "kab", "kel",
+    "prov", "tel", "telp", "hlm", "mr", "mrs", "ms", "st", "vs", "sdr", "sdri", "bpk", "yth", "tn",
+    "ny", "pt", "cv", "fig", "approx", "inc", "ltd", "co", "jr", "sr", "e.g", "i.e", "a.n", "s.d",
+    "u.p",
+)  # fmt: skip
+_BLOCK = re.compile(r"\n[ \t]*(?:\n\s*|(?=[-*•#]|[0-9]{1,2}[.)][ \t]))")
+_BULLET = re.compile(r"^(?:[-*•]+|#+)\s+")
+_END = re.compile(r"[.!?…]+[\"'\u201d\u2019)\]]*\s+")
+_TOKEN = re.compile(r"[^\W_]+(?:[.,][0-9]+)*")
+_STRUCTURED = frozenset({"catalog", "financing"})
+RELATIVE_SCORE = 0.5  # of the best sentence's score, for another sentence to be shown
+
+
+@dataclass(frozen=True, slots=True)
+class _Sentence:
+    source: int  # 0-based
+    position: int
+    text: str
+    words: frozenset[str]
+    line: bool  # a structured source's line: shown on a line of its own
+
+
+def extractive_answer(
+    question: str, sources: Sequence[SearchResult], *, max_sentences: int = 3
+) -> str:
+    """The best `max_sentences` sentences of the sources, each cited; "" when no source has
+    text. When none holds a word of the question, the first sentence."""
+    sentences: list[_Sentence] = []
+    for index, result in enumerate(sources):
+        line = result.kind in _STRUCTURED
+        # A structured source's lines are about what its title names ("Price: ..." of it).
+        context = frozenset(_words(result.title)) if line else frozenset()
+        sentences += (
+            _Sentence(index, position, text, context | frozenset(_words(text)), line)
+            for position, text in enumerate(_split(result))
+        )
+    if not sentences:
+        return ""
+    asked = set(_words(question))
+    held: dict[str, int] = {}
+    for sentence in sentences:
+        for word in asked & sentence.words:
+            held[word] = held.get(word, 0) + 1
+    weight = {word: math.log(1 + len(sentences) / count) for word, count in held.items()}
+
+    def score(sentence: _Sentence) -> float:
+        return sum(weight[word] for word in asked & sentence.words)
+
+    ranked = sorted(sentences, key=lambda s: (-score(s), s.source, s.position))
+    # A sentence with one common word of the question is no answer beside one with them all.
+    enough = score(ranked[0]) * RELATIVE_SCORE
+    chosen = [s for s in ranked[:max_sentences] if score(s) > 0 and score(s) >= enough]
+    chosen = chosen or ranked[:1]
+    chosen.sort(key=lambda s: (s.source, s.position))
+    parts: list[str] = []
+    for i, sentence in enumerate(chosen):
+        if i:
+            parts.append("\n" if sentence.line or chosen[i - 1].line else " ")
+        parts.append(f"{sentence.text} [{sentence.source + 1}]")
+    return "".join(parts)
+
+
+def _split(result: SearchResult) -> list[str]:
+    # Markers the source text carries itself ("[12]") would read as citations of the answer.
+    content = MARKER.sub("", result.content)
+    if result.kind in _STRUCTURED:
+        return [line for line in (" ".join(raw.split()) for raw in content.splitlines()) if line]
+    sentences = []
+    for block in _BLOCK.split(content):
+        text = _BULLET.sub("", " ".join(block.split()))
+        sentences += _sentences(text)
+    return sentences
+
+
+def _sentences(text: str) -> list[str]:
+    found, start = [], 0
+    for end in _END.finditer(text):
+        following = text[end.end() : end.end() + 1]
+        if following.islower() or _abbreviation(text, end):
+            continue
+        found.append(text[start : end.end()].strip())
+        start = end.end()
+    found.append(text[start:].strip())
+    return [s for s in found if s]
+
+
+def _abbreviation(text: str, end: re.Match[str]) -> bool:
+    """Whether the "." at `end` closes an abbreviation or an initial, not a sentence."""
+    if text[end.start() : end.end()].rstrip() != ".":
+        return False
+    before = text[: end.start()].rsplit(maxsplit=1)
+    word = before[-1].lstrip("([\"'").lower() if before else ""
+    return word in ABBREVIATIONS or (len(word) == 1 and word.isalpha())
+
+
+def _words(text: str) -> list[str]:
+    words = []
+    for token in _TOKEN.findall(text.lower()):
+        if token in _STOP:
+            continue
+        if len(token) > 5 and token.endswith("nya"):
+            token = token[:-3]
+        elif len(token) > 3 and token.endswith("s") and not token.endswith("ss"):
+            token = token[:-1]
+        words.append(_LABELS.get(token, token))
+    return words
