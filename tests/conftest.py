@@ -23,6 +23,7 @@ from psycopg.conninfo import make_conninfo
 from cari import embedded, migrations
 from cari.api import create_app
 from cari.settings import LOCAL_EMBEDDING_DIMENSION, Settings
+from tests.fake_llm import FakeLLM
 from tests.fake_openai import FakeOpenAI
 
 TEMPLATE = f"cari_template_{os.getpid()}"
@@ -85,6 +86,18 @@ def cli_env(clean_env: dict[str, str], dsn: str, fake: FakeOpenAI) -> dict[str, 
     env = {**clean_env, "DATABASE_URL": dsn, "CARI_EMBEDDING_MAX_RETRIES": "0"}
     env.update({f"CARI_{k.upper()}": str(v) for k, v in fake.settings().items()})
     return env
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLM]:
+    """A local OpenAI-compatible chat server and Cohere-compatible reranker."""
+    with FakeLLM() as server:
+        yield server
 
 
 @pytest.fixture

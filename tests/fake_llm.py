@@ -36,14 +36,15 @@ import threading
 import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
+
+from tests.local_server import LocalServer
 
 DEFAULT_MODEL = "fake-chat-model"
 DEFAULT_RERANK_MODEL = "fake-rerank-model"
 
 
-class FakeLLM:
+class FakeLLM(LocalServer):
     """A chat and rerank server on 127.0.0.1; see the module docstring."""
 
     def __init__(self, *, model: str = DEFAULT_MODEL) -> None:
@@ -64,18 +65,9 @@ class FakeLLM:
         self.disconnected = threading.Event()
         self._statuses: collections.deque[int] = collections.deque()
         self._lock = threading.Lock()
-        self._closing = threading.Event()
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.fake = self
-        self._closed = False
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.fake = self
+        super().__init__(server)
 
     @property
     def url(self) -> str:
@@ -104,29 +96,6 @@ class FakeLLM:
         """Answer the next chat requests with `statuses` (200: normally), then `status`."""
         with self._lock:
             self._statuses.extend(statuses)
-
-    # -- lifecycle ----------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Stop serving and wait for every answer in progress; the port then refuses."""
-        if self._closed:
-            return
-        self._closed = True
-        self._closing.set()  # cut every delay short
-        self._server.shutdown()
-        self._server.server_close()  # joins the request threads
-        self._thread.join()
-
-    def __enter__(self) -> FakeLLM:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- serving (called from the request threads) --------------------------------------------
 

@@ -27,11 +27,12 @@ import threading
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from tests.local_server import LocalServer
 
 DEFAULT_MODEL = "fake-embedding-model"
 
@@ -63,7 +64,7 @@ class Reply:
 OK = Reply()
 
 
-class FakeOpenAI:
+class FakeOpenAI(LocalServer):
     """An OpenAI-compatible embeddings server on 127.0.0.1; see the module docstring."""
 
     def __init__(self, dimension: int = 8, *, model: str = DEFAULT_MODEL) -> None:
@@ -77,18 +78,9 @@ class FakeOpenAI:
         self._in_flight = 0
         self._script: collections.deque[Reply] = collections.deque()
         self._lock = threading.Lock()
-        self._closing = threading.Event()
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.fake = self
-        self._closed = False
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.fake = self
+        super().__init__(server)
 
     @property
     def url(self) -> str:
@@ -144,29 +136,6 @@ class FakeOpenAI:
     def inputs(self) -> list[list[str]]:
         """The `input` of every request received, each as a list."""
         return [_as_list(body.get("input")) for body in self.requests]
-
-    # -- lifecycle ----------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Stop serving and wait for every answer in progress; the port then refuses."""
-        if self._closed:
-            return
-        self._closed = True
-        self._closing.set()  # cut every delay short
-        self._server.shutdown()
-        self._server.server_close()  # joins the request threads
-        self._thread.join()
-
-    def __enter__(self) -> FakeOpenAI:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- serving (called from the request threads) --------------------------------------------
 

@@ -8,7 +8,6 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -49,12 +48,6 @@ def collection_dsn(module_dsn: str) -> str:
         added = client.post("/v1/collections/cars/documents", json={"documents": DOCUMENTS})
         assert added.status_code == 200 and added.json()["rejected"] == []
     return module_dsn
-
-
-@pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
 
 
 def ask(client: TestClient[Any], **body: Any) -> dict[str, Any]:

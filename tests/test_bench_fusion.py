@@ -19,11 +19,6 @@ from tests.test_quality import TINY, tiny_runs
 BOOSTS = (2.0, 0.5)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_sweep_fuses_like_the_engine(dsn: str, fake: FakeOpenAI, tmp_path: Path) -> None:
     settings = settings_for(dsn, **fake.settings(reembed_interval_s=0))

@@ -19,11 +19,6 @@ from tests.fake_openai import FakeOpenAI, Reply, vector_for
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def fake() -> Iterator[FakeOpenAI]:
     with FakeOpenAI(dimension=8) as server:
         yield server

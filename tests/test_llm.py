@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import anyio
@@ -18,17 +18,6 @@ MESSAGES = [
     {"role": "user", "content": "Berapa harga Civic RS?"},
 ]
 LONG_REPLY = " ".join(f"kata{i}" for i in range(200))
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
 
 
 @contextlib.asynccontextmanager
@@ -56,77 +45,75 @@ def closed_port() -> int:
 
 
 @pytest.mark.anyio
-async def test_complete(fake: FakeLLM) -> None:
-    async with client(fake.url) as chat:
+async def test_complete(llm: FakeLLM) -> None:
+    async with client(llm.url) as chat:
         text, usage = await chat.complete(MESSAGES)
-    assert text == fake.reply
-    assert usage == Usage(prompt_tokens=12, completion_tokens=len(fake.pieces))
-    [body] = fake.requests
+    assert text == llm.reply
+    assert usage == Usage(prompt_tokens=12, completion_tokens=len(llm.pieces))
+    [body] = llm.requests
     assert body["model"] == "fake-chat-model"
     assert body["messages"] == MESSAGES
     assert body["temperature"] == 0.1
     assert body["max_tokens"] == 300
     assert not body.get("stream")
-    assert fake.authorizations == ["Bearer test-key"]
+    assert llm.authorizations == ["Bearer test-key"]
 
 
 @pytest.mark.anyio
-async def test_stream_yields_pieces_in_order_then_usage(fake: FakeLLM) -> None:
-    fake.delay = 0.01
-    async with client(fake.url) as chat:
+async def test_stream_yields_pieces_in_order_then_usage(llm: FakeLLM) -> None:
+    llm.delay = 0.01
+    async with client(llm.url) as chat:
         *pieces, usage = [piece async for piece in chat.stream(MESSAGES)]
     assert usage == Usage(prompt_tokens=12, completion_tokens=len(pieces))
     assert len(pieces) > 3
-    assert pieces == fake.pieces
-    assert "".join(pieces) == fake.reply
-    [body] = fake.requests
+    assert pieces == llm.pieces  # text pieces, the reply in order
+    [body] = llm.requests
     assert body["stream"] is True
     assert body["stream_options"] == {"include_usage": True}
-    assert not fake.disconnected.is_set()
+    assert not llm.disconnected.is_set()
 
 
 @pytest.mark.anyio
-async def test_stream_without_usage(fake: FakeLLM) -> None:
-    fake.send_usage = False
-    async with client(fake.url) as chat:
+async def test_stream_without_usage(llm: FakeLLM) -> None:
+    llm.send_usage = False
+    async with client(llm.url) as chat:
         pieces = [piece async for piece in chat.stream(MESSAGES)]
-    assert all(isinstance(piece, str) for piece in pieces)  # no usage at the end
-    assert "".join(pieces) == fake.reply
+    assert pieces == llm.pieces  # text only: no usage at the end
 
 
 @pytest.mark.anyio
-async def test_error_status(fake: FakeLLM) -> None:
-    fake.status = 400
-    async with client(fake.url) as chat:
+async def test_error_status(llm: FakeLLM) -> None:
+    llm.status = 400
+    async with client(llm.url) as chat:
         with pytest.raises(LLMUnavailable, match=r"at http://127\.0\.0\.1:\d+/v1 .*HTTP 400"):
             await chat.complete(MESSAGES)
         with pytest.raises(LLMUnavailable, match="HTTP 400: Bad Request"):
             [piece async for piece in chat.stream(MESSAGES)]
-    assert len(fake.requests) == 2  # a refusal is not retried
+    assert len(llm.requests) == 2  # a refusal is not retried
 
 
 @pytest.mark.anyio
-async def test_complete_retries_a_server_error_once(fake: FakeLLM) -> None:
-    fake.retry_after = "0"
-    fake.queue_status(503)
-    async with client(fake.url) as chat:
+async def test_complete_retries_a_server_error_once(llm: FakeLLM) -> None:
+    llm.retry_after = "0"
+    llm.queue_status(503)
+    async with client(llm.url) as chat:
         text, _ = await chat.complete(MESSAGES)
-        assert text == fake.reply
-        assert len(fake.requests) == 2
+        assert text == llm.reply
+        assert len(llm.requests) == 2
 
-        fake.status = 500
+        llm.status = 500
         with pytest.raises(LLMUnavailable, match="HTTP 500"):
             await chat.complete(MESSAGES)
-        assert len(fake.requests) == 4
+        assert len(llm.requests) == 4
 
 
 @pytest.mark.anyio
-async def test_stream_is_not_retried(fake: FakeLLM) -> None:
-    fake.queue_status(503)
-    async with client(fake.url) as chat:
+async def test_stream_is_not_retried(llm: FakeLLM) -> None:
+    llm.queue_status(503)
+    async with client(llm.url) as chat:
         with pytest.raises(LLMUnavailable, match="HTTP 503"):
             [piece async for piece in chat.stream(MESSAGES)]
-    assert len(fake.requests) == 1
+    assert len(llm.requests) == 1
 
 
 @pytest.mark.anyio
@@ -142,9 +129,9 @@ async def test_connection_refused() -> None:
 
 
 @pytest.mark.anyio
-async def test_timeout(fake: FakeLLM) -> None:
-    fake.delay = 2.0
-    async with client(fake.url, timeout_s=0.2) as chat:
+async def test_timeout(llm: FakeLLM) -> None:
+    llm.delay = 2.0
+    async with client(llm.url, timeout_s=0.2) as chat:
         with pytest.raises(LLMUnavailable, match=r"no answer within 0\.2 s"):
             await chat.complete(MESSAGES)
         with pytest.raises(LLMUnavailable, match=r"no answer within 0\.2 s"):
@@ -152,53 +139,53 @@ async def test_timeout(fake: FakeLLM) -> None:
 
 
 @pytest.mark.anyio
-async def test_stream_broken_midway(fake: FakeLLM) -> None:
-    fake.fail_after = 2
-    received: list[str] = []
-    async with client(fake.url) as chat:
+async def test_stream_broken_midway(llm: FakeLLM) -> None:
+    llm.fail_after = 2
+    received: list[str | Usage] = []
+    async with client(llm.url) as chat:
         with pytest.raises(LLMUnavailable, match="connection failed"):
             async for piece in chat.stream(MESSAGES):
                 received.append(piece)
-    assert received == fake.pieces[:2]
+    assert received == llm.pieces[:2]
 
 
 @pytest.mark.anyio
-async def test_stream_cut_without_framing_is_incomplete(fake: FakeLLM) -> None:
-    fake.chunked = False  # the body just ends when the connection closes
-    fake.fail_after = 2
-    received: list[str] = []
-    async with client(fake.url) as chat:
+async def test_stream_cut_without_framing_is_incomplete(llm: FakeLLM) -> None:
+    llm.chunked = False  # the body just ends when the connection closes
+    llm.fail_after = 2
+    received: list[str | Usage] = []
+    async with client(llm.url) as chat:
         with pytest.raises(LLMUnavailable, match="ended before the answer was complete"):
             async for piece in chat.stream(MESSAGES):
                 received.append(piece)
-    assert received == fake.pieces[:2]
+    assert received == llm.pieces[:2]
 
 
 @pytest.mark.anyio
-async def test_closing_the_stream_early_disconnects(fake: FakeLLM) -> None:
-    fake.reply = LONG_REPLY
-    fake.delay = 0.05  # the whole reply would take 10 s
-    async with client(fake.url) as chat:
+async def test_closing_the_stream_early_disconnects(llm: FakeLLM) -> None:
+    llm.reply = LONG_REPLY
+    llm.delay = 0.05  # the whole reply would take 10 s
+    async with client(llm.url) as chat:
         pieces = chat.stream(MESSAGES)
         assert isinstance(pieces, AsyncGenerator)
         assert await anext(pieces) == "kata0 "
         assert await anext(pieces) == "kata1 "
         await pieces.aclose()
         with anyio.fail_after(2):
-            while not fake.disconnected.is_set():
+            while not llm.disconnected.is_set():
                 await anyio.sleep(0.02)
 
 
 @pytest.mark.anyio
-async def test_cancelling_the_consumer_disconnects(fake: FakeLLM) -> None:
-    fake.reply = LONG_REPLY
-    fake.delay = 0.05
-    received: list[str] = []
-    async with client(fake.url) as chat:
+async def test_cancelling_the_consumer_disconnects(llm: FakeLLM) -> None:
+    llm.reply = LONG_REPLY
+    llm.delay = 0.05
+    received: list[str | Usage] = []
+    async with client(llm.url) as chat:
         with anyio.move_on_after(0.3):
             async for piece in chat.stream(MESSAGES):
                 received.append(piece)
-        assert 0 < len(received) < len(fake.pieces)
+        assert 0 < len(received) < len(llm.pieces)
         with anyio.fail_after(2):
-            while not fake.disconnected.is_set():
+            while not llm.disconnected.is_set():
                 await anyio.sleep(0.02)

@@ -37,11 +37,6 @@ from tests.fake_openai import FakeOpenAI
 TINY = Path(__file__).parent / "fixtures" / "beir-tiny"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # -- metrics ------------------------------------------------------------------------------------
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -18,17 +18,6 @@ DOCUMENTS = [
     "Harga Civic Type R",
     "Toyota Avanza harga terjangkau",
 ]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
 
 
 @contextlib.asynccontextmanager
@@ -48,61 +37,61 @@ async def reranker(base_url: str, **overrides: Any) -> AsyncIterator[Reranker]:
 
 
 @pytest.mark.anyio
-async def test_ranks_best_first(fake: FakeLLM) -> None:
-    async with reranker(fake.url + "/") as client:
+async def test_ranks_best_first(llm: FakeLLM) -> None:
+    async with reranker(llm.url + "/") as client:
         ranking = await client.rerank("harga civic rs", DOCUMENTS, top_n=10)
     assert [index for index, _ in ranking] == [1, 2, 3, 0]
     scores = [score for _, score in ranking]
     assert scores == sorted(scores, reverse=True)
     assert scores[0] == 1.0
-    [body] = fake.rerank_requests
+    [body] = llm.rerank_requests
     assert body == {
         "model": DEFAULT_RERANK_MODEL,
         "query": "harga civic rs",
         "documents": DOCUMENTS,
         "top_n": len(DOCUMENTS),  # never more than there are documents
     }
-    assert fake.authorizations == ["Bearer test-key"]
+    assert llm.authorizations == ["Bearer test-key"]
 
 
 @pytest.mark.anyio
-async def test_scripted_order_and_top_n(fake: FakeLLM) -> None:
-    fake.rerank_order = [3, 0, 2, 1]
-    async with reranker(fake.url, api_key=None) as client:
+async def test_scripted_order_and_top_n(llm: FakeLLM) -> None:
+    llm.rerank_order = [3, 0, 2, 1]
+    async with reranker(llm.url, api_key=None) as client:
         ranking = await client.rerank("anything", DOCUMENTS, top_n=2)
     assert [index for index, _ in ranking] == [3, 0]
-    assert fake.rerank_requests[0]["top_n"] == 2
-    assert fake.authorizations == [None]
+    assert llm.rerank_requests[0]["top_n"] == 2
+    assert llm.authorizations == [None]
 
 
 @pytest.mark.anyio
-async def test_server_order_is_not_trusted(fake: FakeLLM) -> None:
-    fake.rerank_body = {
+async def test_server_order_is_not_trusted(llm: FakeLLM) -> None:
+    llm.rerank_body = {
         "results": [
             {"index": 0, "relevance_score": 0.1},
             {"index": 2, "relevance_score": 0.9},
             {"index": 1, "relevance_score": 0.5},
         ]
     }
-    async with reranker(fake.url) as client:
+    async with reranker(llm.url) as client:
         ranking = await client.rerank("q", DOCUMENTS[:3], top_n=2)
     assert ranking == [(2, 0.9), (1, 0.5)]
 
 
 @pytest.mark.anyio
-async def test_no_documents_no_request(fake: FakeLLM) -> None:
-    async with reranker(fake.url) as client:
+async def test_no_documents_no_request(llm: FakeLLM) -> None:
+    async with reranker(llm.url) as client:
         assert await client.rerank("q", [], top_n=5) == []
-    assert fake.rerank_requests == []
+    assert llm.rerank_requests == []
 
 
 @pytest.mark.anyio
-async def test_failure_status(fake: FakeLLM) -> None:
-    fake.rerank_status = 503
-    async with reranker(fake.url) as client:
+async def test_failure_status(llm: FakeLLM) -> None:
+    llm.rerank_status = 503
+    async with reranker(llm.url) as client:
         with pytest.raises(RerankUnavailable, match="HTTP 503: Service Unavailable") as info:
             await client.rerank("q", DOCUMENTS, top_n=2)
-    assert f"at {fake.url}/rerank" in info.value.message
+    assert f"at {llm.url}/rerank" in info.value.message
 
 
 @pytest.mark.anyio
@@ -116,9 +105,9 @@ async def test_connection_refused() -> None:
 
 
 @pytest.mark.anyio
-async def test_timeout(fake: FakeLLM) -> None:
-    fake.delay = 2.0
-    async with reranker(fake.url, timeout_s=0.2) as client:
+async def test_timeout(llm: FakeLLM) -> None:
+    llm.delay = 2.0
+    async with reranker(llm.url, timeout_s=0.2) as client:
         with pytest.raises(RerankUnavailable, match=r"no answer within 0\.2 s"):
             await client.rerank("q", DOCUMENTS, top_n=2)
 
@@ -142,8 +131,8 @@ async def test_timeout(fake: FakeLLM) -> None:
         b"<html>502 Bad Gateway</html>",
     ],
 )
-async def test_malformed_answer(fake: FakeLLM, body: object) -> None:
-    fake.rerank_body = body
-    async with reranker(fake.url) as client:
+async def test_malformed_answer(llm: FakeLLM, body: object) -> None:
+    llm.rerank_body = body
+    async with reranker(llm.url) as client:
         with pytest.raises(RerankUnavailable, match="failed"):
             await client.rerank("q", DOCUMENTS, top_n=2)
