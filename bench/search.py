@@ -60,7 +60,7 @@ import json
 import random
 import re
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -82,6 +82,7 @@ from cari.settings import Settings, load_settings
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "eval" / "datasets"
 SETS = ["cranfield", "cisi", "cacm", "med", "tydiqa-goldp-id"]
+FOLDERS = tuple(DATASETS / name for name in SETS)
 CACHE = Path(__file__).resolve().parent / ".cache"
 DATABASE = "cari_bench_search"
 COLLECTION = "bench"
@@ -111,10 +112,11 @@ class Passage:
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def load_passages() -> list[Passage]:
+def load_passages(folders: Sequence[Path] = FOLDERS) -> list[Passage]:
     passages = []
-    for name in SETS:
-        with (DATASETS / name / "corpus.jsonl").open() as corpus:
+    for folder in folders:
+        name = folder.name
+        with (folder / "corpus.jsonl").open() as corpus:
             for line in corpus:
                 row = json.loads(line)
                 title = " ".join(str(row.get("title") or "").split())
@@ -126,15 +128,15 @@ def load_passages() -> list[Passage]:
     return passages
 
 
-def load_queries(count: int) -> list[str]:
-    """`count` distinct questions, taken in turn from each set's queries.jsonl."""
+def load_queries(count: int, folders: Sequence[Path] = FOLDERS) -> list[str]:
+    """At most `count` distinct questions, taken in turn from each set's queries.jsonl."""
 
-    def texts(name: str) -> Iterator[str]:
-        with (DATASETS / name / "queries.jsonl").open() as lines:
+    def texts(folder: Path) -> Iterator[str]:
+        with (folder / "queries.jsonl").open() as lines:
             for line in lines:
                 yield " ".join(str(json.loads(line)["text"]).split())
 
-    sources = [texts(name) for name in SETS]
+    sources = [texts(folder) for folder in folders]
     chosen: list[str] = []
     seen: set[str] = set()
     while len(chosen) < count and sources:

@@ -21,7 +21,8 @@ from tests.conftest import cli_env, settings_for
 from tests.fake_openai import FakeOpenAI
 
 CHUNKS = 200
-QUERIES = 20
+TINY = Path(__file__).parent / "fixtures" / "beir-tiny"  # passages and questions, in the repo
+QUERIES = 4  # all of the tiny set's
 DURATION = 1.0
 CONCURRENCY = [1, 2]
 CELL_KEYS = {
@@ -70,12 +71,13 @@ def test_measures_every_cell_through_the_real_server(
     base = np.random.default_rng(0).standard_normal((8, settings.embedding_dimension))
     base = (base / np.linalg.norm(base, axis=1, keepdims=True)).astype(np.float32)
     vectors, _ = search.synthetic_vectors(base, CHUNKS)
-    queries = search.load_queries(QUERIES)
+    queries = search.load_queries(QUERIES, [TINY])
+    assert len(queries) == QUERIES
 
     async def run() -> dict[str, object]:
         pool = db.make_pool(dsn, settings)
         await pool.open(wait=True)
-        await search.load_corpus(pool, settings, search.load_passages(), vectors)
+        await search.load_corpus(pool, settings, search.load_passages([TINY]), vectors)
         await pool.close()
         return await load.measure(
             dsn,
