@@ -46,6 +46,12 @@ async def test_sweep_fuses_like_the_engine(dsn: str, fake: FakeOpenAI, tmp_path:
     table = compare([queries], Config(**choice["config"]), BOOSTS)["beir-tiny/test"]
     assert table["chosen"]["nDCG@10"] == pytest.approx(choice["sets"]["beir-tiny/test"]["nDCG@10"])
     assert table["keyword"] == tuned["singles"]["beir-tiny/test"]["keyword"]
+    # The oracle is the better retriever per query, as the harness itself scored each query.
+    per_query = result["per_query"]
+    better = [
+        max(per_query[r][q]["nDCG@10"] for r in ("keyword", "vector")) for q in per_query["keyword"]
+    ]
+    assert table["oracle"]["nDCG@10"] == pytest.approx(sum(better) / 3)
 
     # The quality and fusion plots draw from exactly what the two benchmarks write.
     results = tmp_path / "results"
