@@ -64,3 +64,32 @@ def test_index_parameters_and_dimension_come_from_settings(empty_dsn: str) -> No
         ).fetchone()
     assert options is not None and set(options[0]) == {"m=24", "ef_construction=100"}
     assert column == ("vector(768)",)
+
+
+def _embedding_storage(dsn: str) -> dict[str, str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT attrelid::regclass::text, attstorage FROM pg_attribute "
+            "WHERE attname = 'embedding' AND attrelid IN ('chunks'::regclass, "
+            "'catalog_items'::regclass)"
+        ).fetchall()
+    return {str(table): str(storage) for table, storage in rows}
+
+
+def test_embeddings_stay_in_the_row_after_a_resize(empty_dsn: str) -> None:
+    """MAIN storage (migration 0006), which a column's new type would reset to EXTERNAL."""
+    migrations.upgrade(empty_dsn, settings_for(empty_dsn))
+    assert _embedding_storage(empty_dsn) == {"chunks": "m", "catalog_items": "m"}
+
+    wider = settings_for(empty_dsn, embedder="openai", embedding_dimensions=768)
+    migrations.resize_embeddings(empty_dsn, wider)
+    assert _embedding_storage(empty_dsn) == {"chunks": "m", "catalog_items": "m"}
+
+    # A plain type change goes back to the type's EXTERNAL: why the resize sets MAIN again.
+    with psycopg.connect(empty_dsn) as conn:
+        conn.execute("ALTER TABLE chunks ALTER COLUMN embedding TYPE vector(3) USING NULL")
+        stored = conn.execute(
+            "SELECT attstorage FROM pg_attribute "
+            "WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"
+        ).fetchone()
+    assert stored == ("e",)
