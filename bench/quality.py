@@ -365,6 +365,8 @@ async def run_quality(
             "vector_weight": created.vector_weight,
             "keyword_weight": created.keyword_weight,
             "rrf_k": created.rrf_k,
+            "candidates": settings.search_candidates,
+            "ef_search": settings.hnsw_ef_search,
         },
         **counts,
         "queries": len(judged),

@@ -9,14 +9,17 @@ For each mode (keyword, vector, hybrid) it times, one request at a time:
   result fetch), with the query vectors already in the searcher's LRU cache, so the query
   embedding is excluded;
 - **SQL alone**: every statement the service runs, with the same parameters (collection id,
-  language, candidates 40, ef_search 40), on two connections held for the whole run in
+  language, the server's candidates and ef_search), on two connections held for the whole run in
   autocommit: the collection lookup; then keyword is `search_keyword` (one round trip), vector
   is `search_vector_settings` + `search_vector` in a transaction, hybrid is both at once on the
-  two connections (`asyncio.gather`); then the fetch of the top 10 chunks. The ratio
-  service/SQL is what the service adds: pool, Python, fusion, serialisation.
+  two connections (`asyncio.gather`), each asking for as many candidates as the service does
+  (a lone retriever only the 2·top_k it weighs); then `search_evidence` for the first 2·top_k
+  chunks and the fetch of the top 10. The ratio service/SQL is what the service adds: pool,
+  Python, fusion, routing, serialisation.
 - **equal-weight RRF**: after each hybrid request, the same query through the service with
-  plain equal-weight RRF (k 60) on 40 candidates per retriever, the default before fusion was
-  tuned; the ratio hybrid/RRF is what the tuned fusion and depth cost.
+  plain equal-weight RRF (k 60) on 40 candidates per retriever at `ef_search` 40, the defaults
+  before fusion and `ef_search` were tuned; the ratio hybrid/RRF is what the tuned fusion,
+  depth and `ef_search` cost.
 
 Service and SQL alone alternate query by query (which goes first alternates too), so both see
 the same cache state and CPU speed. One warm-up pass, then `--rounds` measured passes.
@@ -254,32 +257,39 @@ async def load_corpus(
 
 class SqlAlone:
     """Every statement the service runs for a search, bare, on two held connections: the
-    collection lookup, the retriever(s) (both at once for hybrid), the fetch of the top 10."""
+    collection lookup, the retriever(s) (both at once for hybrid), the relevance evidence of the
+    chunks weighed and the fetch of the top 10."""
 
     def __init__(self, conns: list[Any], collection_id: int, settings: Settings):
         self.a, self.b = conns
         empty = sql.SQL("")
         self.keyword_statement = sql.SQL(query("search_keyword")).format(filters=empty)
         self.vector_statement = sql.SQL(query("search_vector")).format(filters=empty)
-        self.params = {"collection_id": collection_id, "candidates": settings.search_candidates}
+        self.params = {"collection_id": collection_id}
+        self.candidates = settings.search_candidates
         self.ef_search = settings.hnsw_ef_search
         self.vectors: dict[str, np.ndarray] = {}
 
-    async def keyword(self, text: str, conn: Any = None) -> list[Any]:
-        cur = await (conn or self.a).execute(self.keyword_statement, {**self.params, "query": text})
+    async def keyword(self, text: str, candidates: int, conn: Any = None) -> list[Any]:
+        cur = await (conn or self.a).execute(
+            self.keyword_statement, {**self.params, "query": text, "candidates": candidates}
+        )
         return await cur.fetchall()
 
-    async def vector(self, text: str, conn: Any = None) -> list[Any]:
+    async def vector(self, text: str, candidates: int, conn: Any = None) -> list[Any]:
         conn = conn or self.a
         async with conn.transaction():
             await conn.execute(query("search_vector_settings"), {"ef_search": self.ef_search})
             cur = await conn.execute(
-                self.vector_statement, {**self.params, "vector": self.vectors[text]}
+                self.vector_statement,
+                {**self.params, "vector": self.vectors[text], "candidates": candidates},
             )
             return await cur.fetchall()
 
-    async def hybrid(self, text: str) -> list[Any]:
-        keyword, vector = await asyncio.gather(self.keyword(text), self.vector(text, self.b))
+    async def hybrid(self, text: str, candidates: int) -> list[Any]:
+        keyword, vector = await asyncio.gather(
+            self.keyword(text, candidates), self.vector(text, candidates, self.b)
+        )
         return [keyword, vector]
 
     def run(self, mode: Mode, text: str) -> Awaitable[list[Any]]:
@@ -288,16 +298,31 @@ class SqlAlone:
     async def request(self, mode: Mode, text: str) -> list[Any]:
         await self.a.execute(query("collection_for_search"), {"name": COLLECTION})
         retrieve = {"keyword": self.keyword, "vector": self.vector, "hybrid": self.hybrid}[mode]
-        found = await retrieve(text)
+        weighed = 2 * TOP_K  # what the service weighs, and all a lone retriever is asked for
+        found = await retrieve(text, self.candidates if mode == "hybrid" else weighed)
         lists = found if mode == "hybrid" else [found]
-        top = list(dict.fromkeys(row[0] for rows in lists for row in rows))[:10]
+        head = list(dict.fromkeys(row[0] for rows in lists for row in rows))[:weighed]
+        if head:
+            cur = await self.a.execute(
+                query("search_evidence"),
+                {
+                    **self.params,
+                    "query": text,
+                    "vector": None if mode == "keyword" else self.vectors[text],
+                    "ids": head,
+                },
+            )
+            await cur.fetchall()
+        top = head[:TOP_K]
         if top:
             cur = await self.a.execute(query("chunks_for_results"), {"ids": top})
             await cur.fetchall()
         return found
 
 
-EQUAL_RRF_CANDIDATES = 40  # the default before fusion was tuned (docs/benchmarks.md)
+# The defaults before fusion and ef_search were tuned (docs/benchmarks.md).
+EQUAL_RRF_CANDIDATES = 40
+EQUAL_RRF_EF_SEARCH = 40
 
 
 def equal_rrf(text: str) -> SearchRequest:
@@ -311,6 +336,7 @@ def equal_rrf(text: str) -> SearchRequest:
         keyword_weight=1.0,
         rrf_k=60,
         candidates=EQUAL_RRF_CANDIDATES,
+        ef_search=EQUAL_RRF_EF_SEARCH,
         threshold=0,
     )
 
@@ -405,8 +431,8 @@ async def run(chunks: int, query_count: int, rounds: int) -> None:
                     alone[mode].append(alone_ms)
                     if round_ == 1:
                         hits[mode].append(len(response.results))
-                        if mode == "keyword":
-                            keyword_candidates.append(len(rows_))
+                        if mode == "hybrid":  # the keyword list hybrid fuses
+                            keyword_candidates.append(len(rows_[0]))
         measured = time.perf_counter() - measure_started
 
         # Where the service's time goes: its own stage timings (explain=True), one extra pass.
@@ -424,14 +450,14 @@ async def run(chunks: int, query_count: int, rounds: int) -> None:
         explain_keyword = await explain(
             a,
             sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + bare.keyword_statement,
-            {**bare.params, "query": queries[0]},
+            {**bare.params, "query": queries[0], "candidates": bare.candidates},
         )
         async with a.transaction():
             await a.execute(query("search_vector_settings"), {"ef_search": bare.ef_search})
             explain_vector = await explain(
                 a,
                 sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + bare.vector_statement,
-                {**bare.params, "vector": bare.vectors[queries[0]]},
+                {**bare.params, "vector": bare.vectors[queries[0]], "candidates": bare.candidates},
             )
         hybrid = await searcher.search(
             COLLECTION, SearchRequest(query=queries[0], mode="hybrid", top_k=TOP_K, threshold=0)
@@ -475,7 +501,7 @@ async def run(chunks: int, query_count: int, rounds: int) -> None:
     )
     empty = sum(1 for c in keyword_candidates if c == 0)
     print(
-        f"keyword candidates per query: mean {np.mean(keyword_candidates):.1f}, "
+        f"keyword candidates per hybrid query: mean {np.mean(keyword_candidates):.1f}, "
         f"{empty} of {len(keyword_candidates)} queries match nothing; results per request: "
         + ", ".join(f"{m} {np.mean(hits[m]):.1f}" for m in MODES)
     )
@@ -500,8 +526,9 @@ async def run(chunks: int, query_count: int, rounds: int) -> None:
     defaults = CollectionCreate(name=COLLECTION)
     print(
         f"hybrid with the defaults ({defaults.fusion}, vector_weight {defaults.vector_weight:g}, "
-        f"keyword_weight {defaults.keyword_weight:g}, candidates {settings.search_candidates}) "
-        f"against equal-weight RRF (k 60, {EQUAL_RRF_CANDIDATES} candidates), service p50 / p95: "
+        f"keyword_weight {defaults.keyword_weight:g}, candidates {settings.search_candidates}, "
+        f"ef_search {settings.hnsw_ef_search}) against equal-weight RRF (k 60, "
+        f"{EQUAL_RRF_CANDIDATES} candidates, ef_search {EQUAL_RRF_EF_SEARCH}), service p50 / p95: "
         f"{h50:.2f} / {h95:.2f} ms against {e50:.2f} / {e95:.2f} ms, ratio {h50 / e50:.2f} / "
         f"{h95 / e95:.2f}"
     )

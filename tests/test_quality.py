@@ -282,6 +282,8 @@ async def test_harness_on_tiny_beir_set(dsn: str, fake: FakeOpenAI, tmp_path: Pa
         "vector_weight": 1.0,
         "keyword_weight": 1.0,
         "rrf_k": 60,
+        "candidates": settings.search_candidates,
+        "ef_search": settings.hnsw_ef_search,
     }
     assert result["rankings"]["rrf equal"]["q1"][0] == "zep"
     # The lists kept for fusion studies: both retrievers, scores best first, chunks mapped.
