@@ -74,7 +74,9 @@ class Settings(BaseSettings):
 
     hnsw_m: int = Field(default=16, ge=2, le=100)
     hnsw_ef_construction: int = Field(default=64, ge=4, le=1000)
-    hnsw_ef_search: int = Field(default=40, ge=1, le=1000)
+    # 40 (pgvector's own default) found 0.974 of the exact top 10 on TyDi's real e5 vectors,
+    # 100 finds 0.996 at no measurable cost there (docs/tuning.md).
+    hnsw_ef_search: int = Field(default=100, ge=1, le=1000)
     search_candidates: int = Field(
         default=100,
         ge=1,
