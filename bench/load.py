@@ -35,9 +35,11 @@ For each chunk count:
     never-seen questions to a caching server would do the same only while they last (a cell at
     16 clients can send thousands of requests); a size-0 cache removes nothing but a dict
     lookup. Its `cache_hits` must be 0.
-  - *cached*: a second server with `CARI_QUERY_CACHE_SIZE` = the number of questions, each
-    question searched once in vector mode before the cells, so every measured request finds its
-    vector in the cache. Its `cache_hits` must equal its requests.
+  - *cached*: a second server with `CARI_QUERY_CACHE_SIZE` = 4x the number of questions (a
+    question that decomposes embeds its sub-queries too, and an LRU one entry short misses on
+    every turn of the questions), each question searched once in vector mode before the cells,
+    so every measured request finds its vector in the cache. Its `cache_hits` must equal its
+    requests.
 
   Keyword mode embeds nothing: one phase (`none`), on the first server.
 
@@ -319,7 +321,7 @@ async def measure(
             )
     embedding = [mode for mode in modes if "cached" in PHASES[mode]]
     if embedding:
-        size = {"CARI_QUERY_CACHE_SIZE": str(len(queries))}
+        size = {"CARI_QUERY_CACHE_SIZE": str(4 * len(queries))}  # sub-queries too
         async with served(dsn, {**env, **size}) as server:
             # Each question searched once: afterwards every query vector is in the cache.
             async with httpx.AsyncClient(base_url=server.url, timeout=REQUEST_TIMEOUT_S) as http:
