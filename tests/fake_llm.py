@@ -69,11 +69,6 @@ class FakeLLM(LocalServer):
         server.fake = self
         super().__init__(server)
 
-    @property
-    def url(self) -> str:
-        """Base URL for both clients (`…/v1`)."""
-        return f"http://127.0.0.1:{self.port}/v1"
-
     def settings(self, **overrides: object) -> dict[str, object]:
         """Keyword arguments for `Settings` that point the chat model and reranker here."""
         values: dict[str, object] = {

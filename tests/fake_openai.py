@@ -82,11 +82,6 @@ class FakeOpenAI(LocalServer):
         server.fake = self
         super().__init__(server)
 
-    @property
-    def url(self) -> str:
-        """Base URL for the OpenAI SDK (`…/v1`)."""
-        return f"http://127.0.0.1:{self.port}/v1"
-
     def settings(self, **overrides: object) -> dict[str, object]:
         """Keyword arguments for `Settings` that point the openai embedder at this server."""
         values: dict[str, object] = {

@@ -23,6 +23,11 @@ class LocalServer:
     def port(self) -> int:
         return int(self._server.server_address[1])
 
+    @property
+    def url(self) -> str:
+        """Base URL for the OpenAI-style clients (`…/v1`)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
     def close(self) -> None:
         """Stop serving and wait for every answer in progress; the port then refuses."""
         if self._closed:
