@@ -16,8 +16,9 @@ split), in a fresh database:
     required) ranked by `ts_rank_cd`;
   - `ts_rank_cd OR`: the same with the query's lexemes OR-ed;
   - `bm25s (pg tokens)`: the `bm25s` library on exactly the tokens PostgreSQL makes of each
-    chunk's title and text (`bench.reference`): the same scoring done elsewhere, so it should
-    match `cari bm25 (boost 1)` up to ties;
+    chunk's title and text, and of each query as Cari's keyword search analyses it (stop words
+    dropped; `bench.reference`): the same scoring done elsewhere, so it should match
+    `cari bm25 (boost 1)` up to ties;
   - `bm25s (own tokens)`: `bm25s` with its own tokenizer, Snowball stemmer and stop words.
 - Chunks become their documents at their best rank; nDCG@10, Recall@10, MRR@10 and
   Recall@100 come from `pytrec_eval` (`bench.quality.evaluate`). Per-query latency is reported
@@ -55,7 +56,7 @@ from bench.quality import (
     load_queries,
     mean_metrics,
 )
-from bench.reference import ReferenceBM25, analyzed_tokens, native_tokens
+from bench.reference import ReferenceBM25, analyzed_tokens, native_tokens, query_lexemes
 from cari import collection
 from cari.embed import make_embedder
 from cari.ingest import store
@@ -184,7 +185,7 @@ async def run_dataset(
         await pool.close()
     with psycopg.connect(dsn) as conn:
         corpus = analyzed_tokens(conn, language, texts)
-        analyzed = analyzed_tokens(conn, language, list(queries.values()))
+        analyzed = query_lexemes(conn, language, list(queries.values()))
     rankings["bm25s (pg tokens)"] = library_ranking(
         corpus, dict(zip(queries, analyzed, strict=True)), chunk_ids, documents
     )

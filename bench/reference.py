@@ -49,6 +49,26 @@ def analyzed_tokens(
     return tokens
 
 
+_QUERY_LEXEMES = """
+SELECT d.ord, l.lexeme
+FROM unnest(%s::text[]) WITH ORDINALITY AS d(body, ord),
+     query_lexemes(%s::regconfig, d.body) AS l (lexeme)
+"""
+
+
+def query_lexemes(
+    conn: psycopg.Connection[Any], language: str, texts: Sequence[str]
+) -> list[list[str]]:
+    """Each query's distinct lexemes as Cari's keyword search looks them up: analysed by
+    `language`, less that configuration's query stop words (`query_lexemes` in PostgreSQL)."""
+    lexemes: list[list[str]] = [[] for _ in texts]
+    for start in range(0, len(texts), _BATCH):
+        batch = [text.replace("\x00", " ") for text in texts[start : start + _BATCH]]
+        for ordinal, lexeme in conn.execute(_QUERY_LEXEMES, (batch, language)):
+            lexemes[start + ordinal - 1].append(lexeme)
+    return lexemes
+
+
 def native_tokens(language: str, texts: Sequence[str]) -> list[list[str]]:
     """The tokens of each text by bm25s's own tokenizer: lowercased words of two or more word
     characters, bm25s's stopwords for `language` (none for Indonesian), PyStemmer's Snowball

@@ -1,7 +1,8 @@
 -- Absolute relevance evidence for fused chunks (cari.search.relevance): the cosine similarity
 -- of each chunk to the query vector (NULL without one) and the query's term coverage, the share
 -- of the query's lexemes (each weighted by its BM25 idf) that the chunk holds. The query is
--- analysed in each language of the collection and a chunk is measured in its own: an English
+-- analysed in each language of the collection, as keyword search analyses it (`query_lexemes`:
+-- stop words dropped), and a chunk is measured in its own: an English
 -- document in an Indonesian collection is matched on English stems. A query word the
 -- collection has never seen weighs as a word of no chunk (df 0), more than any it holds: a
 -- question about something else covers little of itself here. Each chunk reads its embedding
@@ -23,7 +24,7 @@ WITH sizes AS (
     SELECT l.language, w.lexeme, ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) AS idf
     FROM languages AS l
     CROSS JOIN total AS t
-    CROSS JOIN LATERAL (SELECT DISTINCT lexeme FROM unnest(to_tsvector(l.language, %(query)s))) AS w
+    CROSS JOIN LATERAL query_lexemes(l.language, %(query)s) AS w (lexeme)
     CROSS JOIN LATERAL (
         SELECT coalesce(sum(df), 0) AS df FROM (
             SELECT df FROM bm25_terms

@@ -1,6 +1,7 @@
 -- Keyword candidates scored by Okapi BM25, exactly: every posting of the query's lexemes is
 -- read from `postings_lexeme_idx` (an index-only range per lexeme) and summed per chunk.
--- The query is analysed by each text-search configuration the collection's chunks use; `N`,
+-- The query is analysed by each text-search configuration the collection's chunks use, less
+-- that configuration's query stop words (`query_lexemes`, migration 0007); `N`,
 -- the average length and each lexeme's `df` are the compacted statistics plus pending deltas,
 -- all in this statement's snapshot. A title occurrence counts `title_boost` body occurrences.
 -- {filters} is empty or a WHERE on `heads.chunk_id` built from cari.search.filters
@@ -26,7 +27,7 @@ WITH params AS (
 ), words AS (  -- the query analysed as each language of the collection analyses its text
     SELECT DISTINCT w.lexeme
     FROM (SELECT language FROM sizes WHERE chunks > 0 UNION SELECT language FROM params) AS l,
-         unnest(to_tsvector(l.language, %(query)s)) AS w
+         query_lexemes(l.language, %(query)s) AS w (lexeme)
 ), terms AS (
     SELECT w.lexeme, d.df, ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) AS idf
     FROM words AS w

@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from bench.reference import ReferenceBM25, analyzed_tokens
+from bench.reference import ReferenceBM25, analyzed_tokens, query_lexemes
 from pgvector.psycopg import register_vector_async
 from psycopg import sql
 
@@ -141,7 +141,7 @@ def test_scores_equal_the_reference_library(dsn: str) -> None:
         await write_documents(conn, ref, [prepared(*d) for d in docs])
         with psycopg.connect(dsn) as sync:
             tokens = analyzed_tokens(sync, "english", [f"{t} {x}" for _, t, x in docs])
-            query_tokens = analyzed_tokens(sync, "english", queries)
+            query_tokens = query_lexemes(sync, "english", queries)
         reference = ReferenceBM25(tokens, k1=1.2, b=0.75)
         ids = {
             int(r[0]): r[1]
@@ -242,6 +242,54 @@ def test_collection_language_stems(dsn: str, language: str, text: str, query: st
 
     found = asyncio.run(with_collection(dsn, CollectionCreate(name="l", language=language), work))
     assert len(found) == 1
+
+
+def test_indonesian_question_words_are_not_search_terms(dsn: str) -> None:
+    """PostgreSQL's `indonesian` has no stop words: "siapakah" was a search term, and a rare one
+    in declarative text. Query stop words (migration 0007) drop it; documents keep it."""
+    documents = [
+        ("answer", "Soekarno", "Soekarno adalah presiden pertama Republik Indonesia"),
+        ("asks", "", "Siapakah dia? Apakah itu benar? Siapa yang tahu?"),
+        *((f"filler-{i}", "", f"kota {i} terletak di pulau Jawa") for i in range(6)),
+    ]
+
+    async def work(conn: AConn, ref: CollectionRef) -> dict[str, list[str]]:
+        await write_documents(conn, ref, [prepared(*d) for d in documents])
+        ids = {
+            int(r[0]): str(r[1])
+            for r in await (
+                await conn.execute(
+                    "SELECT c.id, d.external_id FROM chunks c"
+                    " JOIN documents d ON d.id = c.document_id"
+                )
+            ).fetchall()
+        }
+
+        async def found(text: str) -> list[str]:
+            return [ids[c.chunk_id] for c in await keyword(conn, ref, text)]
+
+        result = {
+            "question": await found("Siapakah presiden pertama Indonesia?"),
+            "only stop words": await found("Apakah itu?"),
+            "stop word itself": await found("yang"),
+        }
+        # The list is a table: a word added there stops counting at once.
+        result["before"] = await found("terletak")
+        await conn.execute(
+            "INSERT INTO query_stopwords SELECT 'indonesian', lexeme"
+            " FROM unnest(to_tsvector('indonesian', 'terletak'))"
+        )
+        result["after"] = await found("terletak")
+        return result
+
+    found = asyncio.run(
+        with_collection(dsn, CollectionCreate(name="tanya", language="indonesian"), work)
+    )
+    assert found["question"] == ["answer"]
+    assert found["only stop words"] == []
+    assert found["stop word itself"] == []
+    assert len(found["before"]) == 6
+    assert found["after"] == []
 
 
 def test_a_document_may_carry_its_own_language(dsn: str) -> None:

@@ -93,3 +93,29 @@ def test_embeddings_stay_in_the_row_after_a_resize(empty_dsn: str) -> None:
             "WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"
         ).fetchone()
     assert stored == ("e",)
+
+
+def test_indonesian_query_stop_words_are_stemmed_by_the_server(empty_dsn: str) -> None:
+    """Migration 0007 stems its word list with the server's own `indonesian`, so the rows are
+    what that server makes of a query; words stemming like content words are not in it."""
+    migrations.upgrade(empty_dsn, settings_for(empty_dsn))
+    with psycopg.connect(empty_dsn) as conn:
+        stop = {
+            str(r[0])
+            for r in conn.execute(
+                "SELECT lexeme FROM query_stopwords WHERE language = 'indonesian'::regconfig"
+            )
+        }
+        languages = {str(r[0]) for r in conn.execute("SELECT language FROM query_stopwords")}
+
+        def lexemes(language: str, text: str) -> set[str]:
+            rows = conn.execute("SELECT query_lexemes(%s::regconfig, %s)", (language, text))
+            return {str(r[0]) for r in rows}
+
+        question = lexemes("indonesian", "Siapakah presiden pertama yang dimakamkan di Blitar?")
+        english = lexemes("english", "Who was the first president buried in Blitar?")
+    assert {"siapa", "apa", "mana", "yang", "di"} <= stop  # siapakah, berapakah, dimanakah
+    assert not {"sebut", "dapat", "dia", "bagi", "tetap"} & stop  # disebut, mendapat, media…
+    assert languages == {"indonesian"}
+    assert question == {"presiden", "tama", "makam", "blitar"}  # pertama -> tama
+    assert english == {"first", "presid", "buri", "blitar"}  # English's own stop words

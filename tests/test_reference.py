@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from bench.reference import ReferenceBM25, analyzed_tokens, native_tokens
+from bench.reference import ReferenceBM25, analyzed_tokens, native_tokens, query_lexemes
 
 CORPUS = [
     ["cat", "sat", "mat"],
@@ -138,3 +138,12 @@ def test_native_indonesian_stems() -> None:
 def test_native_other_language_is_refused() -> None:
     with pytest.raises(ValueError, match="german"):
         native_tokens("german", ["Katzen"])
+
+
+def test_query_lexemes_are_distinct_and_drop_stop_words(conn: psycopg.Connection[Any]) -> None:
+    texts = ["Berapakah harga mobil, mobil baru?", "siapa", "The cats"]
+    assert [sorted(t) for t in query_lexemes(conn, "indonesian", texts)] == [
+        ["baru", "harga", "mobil"],
+        [],
+        ["cats", "the"],  # English words, analysed as Indonesian: kept
+    ]

@@ -68,3 +68,20 @@ def test_coverage_weighs_rare_words_and_unknown_ones(dsn: str, fake: FakeOpenAI)
         # idf(beta, df 1) = ln(1 + 9.5 / 1.5) = 1.9924; idf(df 0) = ln(1 + 10.5 / 0.5) = 3.0910;
         # 1.9924 / (1.9924 + 3.0910) = 0.3919.
         assert coverage("beta zyzzyva")["both"] == pytest.approx(0.3919, abs=0.0001)
+
+
+def test_coverage_leaves_out_query_stop_words(dsn: str, fake: FakeOpenAI) -> None:
+    """An Indonesian question word is no part of what the question asks about: a chunk naming
+    everything else covers the whole question (it was ~0.4, "siapa" weighing as unseen)."""
+    documents = [
+        {"id": "answer", "text": "Soekarno memproklamasikan kemerdekaan"},
+        *({"id": f"filler-{i}", "text": f"kota {i} di pulau Jawa"} for i in range(8)),
+    ]
+    with app_client(dsn, fake) as client:
+        client.post("/v1/collections", json={"name": "c", "language": "indonesian"})
+        client.post("/v1/collections/c/documents", json={"documents": documents})
+        body: dict[str, Any] = {"query": "Siapakah Soekarno?", "threshold": 0, "explain": True}
+        response = client.post("/v1/collections/c/search", json=body).json()
+        by_chunk = {k["id"]: k["coverage"] for k in response["explain"]["sub_queries"][0]["kept"]}
+        coverage = {r["document_id"]: by_chunk[r["id"]] for r in response["results"]}
+    assert coverage["answer"] == 1.0
