@@ -23,8 +23,10 @@ configuration scores here what the service would return with it.
   over each set's better single retriever (keyword or vector, same lists, same depth 100),
   among those that lose nowhere. The reporting sets are then scored once with that choice
   against keyword, vector and equal-weight RRF (k 60, depth 40: the previous default), and
-  against the oracle: each query answered by the better of keyword and vector for it, picked
-  knowing the judgements, which bounds what any per-query choice between the two could gain.
+  against two ceilings picked knowing the judgements: the oracle, each query answered by the
+  better of keyword and vector for it, which bounds what any per-query choice between the two
+  could gain; and the chosen method and depth at the vector share best for that set, which
+  bounds what tuning the weights per collection could gain.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import json
 import statistics
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +150,21 @@ def oracle(queries: QuerySet) -> float:
     )
 
 
+def best_share(queries: QuerySet, config: Config, boosts: tuple[float, float]) -> dict[str, float]:
+    """`config` at the vector share that scores best on this set, picked knowing the
+    judgements: the ceiling of setting a collection's weights for it."""
+    return max(
+        (
+            {
+                **scores(queries, fused(queries, replace(config, vector_share=share), boosts)),
+                "vector_share": share,
+            }
+            for share in SHARES
+        ),
+        key=lambda row: row["nDCG@10"],
+    )
+
+
 def scores(queries: QuerySet, ranking: Ranking) -> dict[str, float]:
     means = mean_metrics(evaluate(queries.qrels, ranking, DEPTH))
     return {"nDCG@10": means["nDCG@10"], "Recall@100": means[f"Recall@{DEPTH}"]}
@@ -193,6 +210,7 @@ def compare(sets: list[QuerySet], config: Config, boosts: tuple[float, float]) -
             "rrf equal": scores(s, fused(s, BASELINE, boosts)),
             "chosen": scores(s, fused(s, config, boosts)),
             "oracle": {"nDCG@10": oracle(s)},
+            "best share": best_share(s, config, boosts),
         }
     return result
 
@@ -202,7 +220,7 @@ def comparison_table(table: dict[str, Any]) -> list[str]:
     lines = [
         f"  {'set':<24}"
         + "".join(f"{r:>11}" for r in runs)
-        + f"{'vs best':>9}{'vs rrf':>8}{'oracle':>9}   Recall@100 (same order)"
+        + f"{'vs best':>9}{'vs rrf':>8}{'oracle':>9}{'share':>14}   Recall@100 (same order)"
     ]
     gains = []
     for name, row in table.items():
@@ -213,17 +231,26 @@ def comparison_table(table: dict[str, Any]) -> list[str]:
             f"  {name:<24}"
             + "".join(f"{row[r]['nDCG@10']:>11.4f}" for r in runs)
             + f"{gain:>+9.4f}{row['chosen']['nDCG@10'] - row['rrf equal']['nDCG@10']:>+8.4f}"
-            + f"{row['oracle']['nDCG@10'] - best:>+9.4f}   "
+            + f"{row['oracle']['nDCG@10'] - best:>+9.4f}"
+            + f"{row['best share']['nDCG@10'] - best:>+9.4f}"
+            + f" v {row['best share']['vector_share']:.1f}   "
             + " ".join(f"{row[r]['Recall@100']:.4f}" for r in runs)
         )
     lines.append(f"  mean gain over the better single retriever: {statistics.fmean(gains):+.4f}")
-    ceiling = statistics.fmean(
-        row["oracle"]["nDCG@10"] - max(row["keyword"]["nDCG@10"], row["vector"]["nDCG@10"])
-        for row in table.values()
-    )
+
+    def ceiling(run: str) -> float:
+        return statistics.fmean(
+            row[run]["nDCG@10"] - max(row["keyword"]["nDCG@10"], row["vector"]["nDCG@10"])
+            for row in table.values()
+        )
+
     lines.append(
         f"  oracle: the better of keyword and vector per query, known from the judgements "
-        f"(a ceiling for choosing between them): {ceiling:+.4f} on average"
+        f"(a ceiling for choosing between them): {ceiling('oracle'):+.4f} on average"
+    )
+    lines.append(
+        f"  share: the chosen fusion at each set's best vector share, known from the judgements "
+        f"(a ceiling for weights set per collection): {ceiling('best share'):+.4f} on average"
     )
     return lines
 

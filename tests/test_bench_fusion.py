@@ -52,6 +52,16 @@ async def test_sweep_fuses_like_the_engine(dsn: str, fake: FakeOpenAI, tmp_path:
         max(per_query[r][q]["nDCG@10"] for r in ("keyword", "vector")) for q in per_query["keyword"]
     ]
     assert table["oracle"]["nDCG@10"] == pytest.approx(sum(better) / 3)
+    # The per-set ceiling is the chosen fusion at whichever swept share scores best here.
+    at_share = {
+        row["config"]["vector_share"]: row["sets"]["beir-tiny/test"]["nDCG@10"]
+        for row in tuned["rows"]
+        if {**row["config"], "vector_share": 0} == {**choice["config"], "vector_share": 0}
+    }
+    assert len(at_share) == 9
+    ceiling = table["best share"]
+    assert ceiling["nDCG@10"] == pytest.approx(max(at_share.values()))
+    assert at_share[ceiling["vector_share"]] == pytest.approx(ceiling["nDCG@10"])
 
     # The quality and fusion plots draw from exactly what the two benchmarks write.
     results = tmp_path / "results"
