@@ -7,7 +7,8 @@ are rare in the declarative text of documents, so BM25 gave them a high idf and 
 that happen to hold "apakah" or "berapa" by them. `query_stopwords` lists, per text-search
 configuration, lexemes that a query's analysis drops; `query_lexemes(config, text)` is that
 analysis, used by keyword search and the relevance evidence alike. Documents are indexed
-unchanged: a stop word costs nothing at query time and stays countable in chunk lengths.
+unchanged (stop words still count in chunk lengths), so the list can change without
+reindexing.
 
 The Indonesian rows are the function words below as the server's own `indonesian`
 configuration stems them. Words whose stem is also the stem of common content words are left
