@@ -41,16 +41,11 @@ def analyzed_tokens(
     lexeme repeated once per position (order is lost; BM25 needs only the counts).
 
     NUL, which PostgreSQL text cannot hold, is read as a space. Texts go 500 to a query."""
-    tokens: list[list[str]] = [[] for _ in texts]
-    for start in range(0, len(texts), _BATCH):
-        batch = [text.replace("\x00", " ") for text in texts[start : start + _BATCH]]
-        for ordinal, lexeme, count in conn.execute(_ANALYZE, (batch, language)):
-            tokens[start + ordinal - 1].extend([lexeme] * count)
-    return tokens
+    return _per_text(conn, _ANALYZE, language, texts)
 
 
 _QUERY_LEXEMES = """
-SELECT d.ord, l.lexeme
+SELECT d.ord, l.lexeme, 1
 FROM unnest(%s::text[]) WITH ORDINALITY AS d(body, ord),
      query_lexemes(%s::regconfig, d.body) AS l (lexeme)
 """
@@ -61,12 +56,19 @@ def query_lexemes(
 ) -> list[list[str]]:
     """Each query's distinct lexemes as Cari's keyword search looks them up: analysed by
     `language`, less that configuration's query stop words (`query_lexemes` in PostgreSQL)."""
-    lexemes: list[list[str]] = [[] for _ in texts]
+    return _per_text(conn, _QUERY_LEXEMES, language, texts)
+
+
+def _per_text(
+    conn: psycopg.Connection[Any], statement: str, language: str, texts: Sequence[str]
+) -> list[list[str]]:
+    """`statement`'s (ordinal, lexeme, count) rows gathered per text, 500 texts to a query."""
+    tokens: list[list[str]] = [[] for _ in texts]
     for start in range(0, len(texts), _BATCH):
         batch = [text.replace("\x00", " ") for text in texts[start : start + _BATCH]]
-        for ordinal, lexeme in conn.execute(_QUERY_LEXEMES, (batch, language)):
-            lexemes[start + ordinal - 1].append(lexeme)
-    return lexemes
+        for ordinal, lexeme, count in conn.execute(statement, (batch, language)):
+            tokens[start + ordinal - 1].extend([lexeme] * count)
+    return tokens
 
 
 def native_tokens(language: str, texts: Sequence[str]) -> list[list[str]]:

@@ -126,6 +126,14 @@ async def with_collection(
         return await work(conn, await collection_ref(conn, spec.name))
 
 
+async def external_ids(conn: AConn) -> dict[int, str]:
+    """Each chunk's document id."""
+    cur = await conn.execute(
+        "SELECT c.id, d.external_id FROM chunks c JOIN documents d ON d.id = c.document_id"
+    )
+    return {int(r[0]): str(r[1]) for r in await cur.fetchall()}
+
+
 async def keyword(conn: AConn, ref: CollectionRef, text: str, k: int = 10) -> list[Any]:
     found = await bm25.search(conn, ref.id, text, candidates=k, filters=NO_FILTERS, params={})
     return found.candidates
@@ -143,15 +151,7 @@ def test_scores_equal_the_reference_library(dsn: str) -> None:
             tokens = analyzed_tokens(sync, "english", [f"{t} {x}" for _, t, x in docs])
             query_tokens = query_lexemes(sync, "english", queries)
         reference = ReferenceBM25(tokens, k1=1.2, b=0.75)
-        ids = {
-            int(r[0]): r[1]
-            for r in await (
-                await conn.execute(
-                    "SELECT c.id, d.external_id FROM chunks c"
-                    " JOIN documents d ON d.id = c.document_id"
-                )
-            ).fetchall()
-        }
+        ids = await external_ids(conn)
         for text, q in zip(queries, query_tokens, strict=True):
             expected = reference.search(sorted(set(q)), k=20)
             got = await keyword(conn, ref, text, k=20)
@@ -255,15 +255,7 @@ def test_indonesian_question_words_are_not_search_terms(dsn: str) -> None:
 
     async def work(conn: AConn, ref: CollectionRef) -> dict[str, list[str]]:
         await write_documents(conn, ref, [prepared(*d) for d in documents])
-        ids = {
-            int(r[0]): str(r[1])
-            for r in await (
-                await conn.execute(
-                    "SELECT c.id, d.external_id FROM chunks c"
-                    " JOIN documents d ON d.id = c.document_id"
-                )
-            ).fetchall()
-        }
+        ids = await external_ids(conn)
 
         async def found(text: str) -> list[str]:
             return [ids[c.chunk_id] for c in await keyword(conn, ref, text)]

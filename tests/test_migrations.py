@@ -88,11 +88,7 @@ def test_embeddings_stay_in_the_row_after_a_resize(empty_dsn: str) -> None:
     # A plain type change goes back to the type's EXTERNAL: why the resize sets MAIN again.
     with psycopg.connect(empty_dsn) as conn:
         conn.execute("ALTER TABLE chunks ALTER COLUMN embedding TYPE vector(3) USING NULL")
-        stored = conn.execute(
-            "SELECT attstorage FROM pg_attribute "
-            "WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"
-        ).fetchone()
-    assert stored == ("e",)
+    assert _embedding_storage(empty_dsn)["chunks"] == "e"
 
 
 def test_indonesian_query_stop_words_are_stemmed_by_the_server(empty_dsn: str) -> None:

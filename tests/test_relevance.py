@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from litestar.testing import TestClient
 
 from cari.search.relevance import Evidence, Scale, keep
 from tests.conftest import app_client
@@ -40,6 +41,14 @@ def test_keep_needs_one_strong_chunk_then_half_the_threshold() -> None:
     assert keep([], 0.25) == []
 
 
+def coverage(client: TestClient[Any], collection: str, query: str) -> dict[str, float]:
+    """Each result's term coverage by document id, from the search's explain output."""
+    body: dict[str, Any] = {"query": query, "threshold": 0, "explain": True, "top_k": 20}
+    response = client.post(f"/v1/collections/{collection}/search", json=body).json()
+    by_chunk = {k["id"]: k["coverage"] for k in response["explain"]["sub_queries"][0]["kept"]}
+    return {r["document_id"]: by_chunk[r["id"]] for r in response["results"]}
+
+
 def test_coverage_weighs_rare_words_and_unknown_ones(dsn: str, fake: FakeOpenAI) -> None:
     documents = [
         {"id": "both", "text": "alpha beta"},
@@ -49,25 +58,16 @@ def test_coverage_weighs_rare_words_and_unknown_ones(dsn: str, fake: FakeOpenAI)
     with app_client(dsn, fake) as client:
         client.post("/v1/collections", json={"name": "c"})
         client.post("/v1/collections/c/documents", json={"documents": documents})
-
-        def coverage(query: str) -> dict[str, float]:
-            body: dict[str, Any] = {"query": query, "threshold": 0, "explain": True, "top_k": 20}
-            response = client.post("/v1/collections/c/search", json=body).json()
-            by_chunk = {
-                k["id"]: k["coverage"] for k in response["explain"]["sub_queries"][0]["kept"]
-            }
-            return {r["document_id"]: by_chunk[r["id"]] for r in response["results"]}
-
-        found = coverage("alpha beta")
+        found = coverage(client, "c", "alpha beta")
         assert found["both"] == 1.0
         # alpha and beta are equally rare (each in one or two chunks): about half each.
         assert 0.4 < found["alpha"] < 0.6
         # "common" is in 9 of 10 chunks: holding it counts for little next to "beta".
-        assert coverage("common beta")["alpha"] < 0.1
+        assert coverage(client, "c", "common beta")["alpha"] < 0.1
         # A word the collection has never seen weighs more than any it holds (df 0). N = 10:
         # idf(beta, df 1) = ln(1 + 9.5 / 1.5) = 1.9924; idf(df 0) = ln(1 + 10.5 / 0.5) = 3.0910;
         # 1.9924 / (1.9924 + 3.0910) = 0.3919.
-        assert coverage("beta zyzzyva")["both"] == pytest.approx(0.3919, abs=0.0001)
+        assert coverage(client, "c", "beta zyzzyva")["both"] == pytest.approx(0.3919, abs=0.0001)
 
 
 def test_coverage_leaves_out_query_stop_words(dsn: str, fake: FakeOpenAI) -> None:
@@ -80,8 +80,5 @@ def test_coverage_leaves_out_query_stop_words(dsn: str, fake: FakeOpenAI) -> Non
     with app_client(dsn, fake) as client:
         client.post("/v1/collections", json={"name": "c", "language": "indonesian"})
         client.post("/v1/collections/c/documents", json={"documents": documents})
-        body: dict[str, Any] = {"query": "Siapakah Soekarno?", "threshold": 0, "explain": True}
-        response = client.post("/v1/collections/c/search", json=body).json()
-        by_chunk = {k["id"]: k["coverage"] for k in response["explain"]["sub_queries"][0]["kept"]}
-        coverage = {r["document_id"]: by_chunk[r["id"]] for r in response["results"]}
-    assert coverage["answer"] == 1.0
+        found = coverage(client, "c", "Siapakah Soekarno?")
+    assert found["answer"] == 1.0
