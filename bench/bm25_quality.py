@@ -11,7 +11,8 @@ split), in a fresh database:
   else `english`.
 - Keyword rankers, each returning its best 100 chunks for every judged query:
   - `cari bm25 (boost B)`: Cari's keyword retriever (`cari.search.bm25`, top 100), with the
-    collection's title boost set to each `--title-boost` in turn;
+    collection's title boost set to each `--title-boost` in turn, then at the last boost once
+    more with the query stop words set aside (`query_stopwords` emptied for that pass);
   - `ts_rank_cd AND`: the tutorial's keyword branch, `websearch_to_tsquery` (every word
     required) ranked by `ts_rank_cd`;
   - `ts_rank_cd OR`: the same with the query's lexemes OR-ed;
@@ -175,6 +176,17 @@ async def run_dataset(
             rankings[name], latency[name] = await timed_ranking(
                 pool, cari_ranker(ref), queries, documents
             )
+        # The same BM25 without query stop words: the rows are set aside for one pass (this
+        # database is the run's own) and put back.
+        async with pool.connection() as conn:
+            cur = await conn.execute("DELETE FROM query_stopwords RETURNING language, lexeme")
+            stop_rows = await cur.fetchall()
+        name = f"cari bm25 (boost {boosts[-1]:g}, no query stop words)"
+        rankings[name], latency[name] = await timed_ranking(
+            pool, cari_ranker(ref), queries, documents
+        )
+        async with pool.connection() as conn, conn.cursor() as cur:
+            await cur.executemany("INSERT INTO query_stopwords VALUES (%s, %s)", stop_rows)
         params = {"collection_id": ref.id, "language": language}
         for name, statement in (("ts_rank_cd AND", TS_RANK_AND), ("ts_rank_cd OR", TS_RANK_OR)):
             rankings[name], latency[name] = await timed_ranking(
@@ -217,12 +229,12 @@ def report(result: dict[str, Any]) -> str:
     lines = [
         f"{result['dataset']} ({result['split']}, {result['language']}): {result['chunks']:,} "
         f"chunks, {result['queries']} queries",
-        f"  {'ranker':<22}" + "".join(f"{m:>12}" for m in METRICS) + f"{'p50 ms':>9}{'p95 ms':>9}",
+        f"  {'ranker':<42}" + "".join(f"{m:>12}" for m in METRICS) + f"{'p50 ms':>9}{'p95 ms':>9}",
     ]
     for name, values in result["metrics"].items():
         timing = result["latency_ms"].get(name)
         lines.append(
-            f"  {name:<22}"
+            f"  {name:<42}"
             + "".join(f"{values[m]:>12.4f}" for m in METRICS)
             + (f"{timing['p50']:>9.1f}{timing['p95']:>9.1f}" if timing else "")
         )
