@@ -27,6 +27,10 @@ configuration scores here what the service would return with it.
   better of keyword and vector for it, which bounds what any per-query choice between the two
   could gain; and the chosen method and depth at the vector share best for that set, which
   bounds what tuning the weights per collection could gain.
+- Noise: each gain over the better single retriever comes with a 95 % paired bootstrap interval
+  (queries resampled with replacement, each keeping both of its runs; for a mean over sets,
+  each set resampled on its own), so a gain of a few thousandths on a few dozen queries reads
+  as what it is.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from bench.quality import (
     DATASETS,
@@ -62,6 +68,7 @@ SHARES = tuple(round(0.1 * i, 1) for i in range(1, 10))
 RRF_KS = (10, 20, 40, 60, 100)
 DEPTHS = (20, 40, 100)
 DEPTH = 100  # the lists' depth, and of Recall@100
+BOOTSTRAP_ROUNDS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +177,44 @@ def scores(queries: QuerySet, ranking: Ranking) -> dict[str, float]:
     return {"nDCG@10": means["nDCG@10"], "Recall@100": means[f"Recall@{DEPTH}"]}
 
 
+def differences(queries: QuerySet, config: Config, boosts: tuple[float, float]) -> list[float]:
+    """Per judged query: nDCG@10 of `config` minus that of the set's better single retriever
+    (the one with the higher mean on the set, as the targets count it)."""
+    runs = {
+        "keyword": single(queries, "keyword"),
+        "vector": single(queries, "vector"),
+        "fused": fused(queries, config, boosts),
+    }
+    ndcg = {
+        run: {q: m["nDCG@10"] for q, m in evaluate(queries.qrels, ranking, DEPTH).items()}
+        for run, ranking in runs.items()
+    }
+    better = max(("keyword", "vector"), key=lambda run: statistics.fmean(ndcg[run].values()))
+    return [ndcg["fused"][q] - ndcg[better][q] for q in queries.qrels]
+
+
+def interval(per_set: list[list[float]], rounds: int = BOOTSTRAP_ROUNDS) -> tuple[float, float]:
+    """95 % bootstrap interval of the mean over sets of each set's mean difference. Each set's
+    queries are resampled on their own, so a large set cannot drown a small one."""
+    rng = np.random.default_rng(0)  # the same figures on every run
+    means = np.zeros(rounds)
+    for diffs in per_set:
+        values = np.asarray(diffs)
+        means += values[rng.integers(0, len(values), (rounds, len(values)))].mean(axis=1)
+    low, high = np.percentile(means / len(per_set), [2.5, 97.5])
+    return float(low), float(high)
+
+
+def gain(diffs: list[float]) -> dict[str, Any]:
+    return {
+        "differences": diffs,
+        "mean": statistics.fmean(diffs),
+        "interval": interval([diffs]),
+        "wins": sum(d > 0 for d in diffs),
+        "losses": sum(d < 0 for d in diffs),
+    }
+
+
 def grid() -> Iterable[Config]:
     for share, depth in itertools.product(SHARES, DEPTHS):
         for k in RRF_KS:
@@ -182,7 +227,7 @@ def sweep(sets: list[QuerySet], boosts: tuple[float, float]) -> dict[str, Any]:
     """Every configuration on every set, and the choice."""
     singles = {s.name: {r: scores(s, single(s, r)) for r in ("keyword", "vector")} for s in sets}
     best_single = {name: max(v["nDCG@10"] for v in r.values()) for name, r in singles.items()}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for config in grid():
         per_set = {s.name: scores(s, fused(s, config, boosts)) for s in sets}
         gains = [per_set[name]["nDCG@10"] - best_single[name] for name in per_set]
@@ -197,6 +242,8 @@ def sweep(sets: list[QuerySet], boosts: tuple[float, float]) -> dict[str, Any]:
         )
     safe = [row for row in rows if row["min_gain"] >= 0] or rows
     choice = max(safe, key=lambda row: (row["mean_gain"], row["min_gain"]))
+    chosen = Config(**choice["config"])
+    choice["gain"] = {s.name: gain(differences(s, chosen, boosts)) for s in sets}
     return {"singles": singles, "best_single": best_single, "rows": rows, "choice": choice}
 
 
@@ -211,6 +258,7 @@ def compare(sets: list[QuerySet], config: Config, boosts: tuple[float, float]) -
             "chosen": scores(s, fused(s, config, boosts)),
             "oracle": {"nDCG@10": oracle(s)},
             "best share": best_share(s, config, boosts),
+            "gain": gain(differences(s, config, boosts)),
         }
     return result
 
@@ -236,7 +284,18 @@ def comparison_table(table: dict[str, Any]) -> list[str]:
             + f" v {row['best share']['vector_share']:.1f}   "
             + " ".join(f"{row[r]['Recall@100']:.4f}" for r in runs)
         )
-    lines.append(f"  mean gain over the better single retriever: {statistics.fmean(gains):+.4f}")
+    low, high = interval([row["gain"]["differences"] for row in table.values()])
+    lines.append(
+        f"  mean gain over the better single retriever: {statistics.fmean(gains):+.4f} "
+        f"(95 % interval {low:+.4f} to {high:+.4f})"
+    )
+    lines.append("  per set, the gain's 95 % interval and the queries it wins and loses:")
+    lines += [
+        f"    {name:<24}{row['gain']['mean']:+.4f} ({row['gain']['interval'][0]:+.4f} to "
+        f"{row['gain']['interval'][1]:+.4f}), {row['gain']['wins']} won and "
+        f"{row['gain']['losses']} lost of {len(row['gain']['differences'])}"
+        for name, row in table.items()
+    ]
 
     def ceiling(run: str) -> float:
         return statistics.fmean(
@@ -281,7 +340,14 @@ def report(tuned: dict[str, Any], reported: dict[str, Any], top: int) -> str:
         lines.append(
             f"  {best['label']:<32} {best['mean_gain']:+.4f} (min {best['min_gain']:+.4f})"
         )
-    lines += ["", f"choice: {tuned['choice']['label']}", ""]
+    choice = tuned["choice"]
+    low, high = interval([g["differences"] for g in choice["gain"].values()])
+    lines += [
+        "",
+        f"choice: {choice['label']}, gain {choice['mean_gain']:+.4f} on the tuning sets "
+        f"(95 % interval {low:+.4f} to {high:+.4f})",
+        "",
+    ]
     lines += ["reporting sets (never tuned on), nDCG@10:", *comparison_table(reported)]
     return "\n".join(lines)
 

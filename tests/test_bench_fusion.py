@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from bench.fusion import BASELINE, Config, compare, fused, grid, load_set, sweep
+from bench.fusion import BASELINE, Config, compare, fused, grid, interval, load_set, sweep
 from bench.plots import draw
 from bench.quality import save
 
@@ -62,6 +62,18 @@ async def test_sweep_fuses_like_the_engine(dsn: str, fake: FakeOpenAI, tmp_path:
     ceiling = table["best share"]
     assert ceiling["nDCG@10"] == pytest.approx(max(at_share.values()))
     assert at_share[ceiling["vector_share"]] == pytest.approx(ceiling["nDCG@10"])
+    # The gain per query is a fusion's nDCG@10 less the better single retriever's, as the
+    # harness scored them (its hybrid run is the default fusion).
+    better = max(("keyword", "vector"), key=lambda r: result["runs"][r]["nDCG@10"])
+    own = compare([queries], default, BOOSTS)["beir-tiny/test"]
+    assert own["gain"]["differences"] == pytest.approx(
+        [
+            per_query["hybrid"][q]["nDCG@10"] - per_query[better][q]["nDCG@10"]
+            for q in per_query["hybrid"]
+        ]
+    )
+    assert table["gain"]["mean"] == pytest.approx(table["chosen"]["nDCG@10"] - best)
+    assert choice["gain"]["beir-tiny/test"]["differences"] == table["gain"]["differences"]
 
     # The quality and fusion plots draw from exactly what the two benchmarks write.
     results = tmp_path / "results"
@@ -70,3 +82,15 @@ async def test_sweep_fuses_like_the_engine(dsn: str, fake: FakeOpenAI, tmp_path:
     written = draw(results, tmp_path / "img")
     assert [p.name for p in written] == ["quality.png", "fusion.png"]
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in written)
+
+
+def test_interval_resamples_each_set_on_its_own() -> None:
+    # A set that always gains 0.5 has no spread, whatever its queries are drawn as.
+    assert interval([[0.5] * 7]) == pytest.approx((0.5, 0.5))
+    # Two sets that always gain +1 and -1 average 0 exactly, however unequal their sizes; had the
+    # queries been pooled, the share drawn from each would vary and so would the mean.
+    assert interval([[1.0] * 3, [-1.0] * 40]) == pytest.approx((0.0, 0.0))
+    # Half wins and half losses: an interval around 0 that is neither empty nor the whole range.
+    low, high = interval([[1.0, -1.0] * 20])
+    assert -0.5 < low < -0.1 and 0.1 < high < 0.5
+    assert interval([[1.0, -1.0] * 20]) == (low, high)  # the same figures every run
