@@ -84,6 +84,7 @@ class Config:
 
 
 BASELINE = Config("rrf", 0.5, 60, 40)
+PerQuery = dict[str, dict[str, float]]  # query -> metric -> value, as bench.quality.evaluate
 
 
 @dataclass(slots=True)
@@ -145,16 +146,10 @@ def fused(queries: QuerySet, config: Config, boosts: tuple[float, float]) -> Ran
     return ranking
 
 
-def oracle(queries: QuerySet) -> float:
+def oracle(keyword: PerQuery, vector: PerQuery) -> float:
     """Mean nDCG@10 with each query answered by whichever of keyword and vector scores better on
     it, picked knowing the judgements: the ceiling of any per-query choice between the two."""
-    per_query = {
-        r: evaluate(queries.qrels, single(queries, r), DEPTH) for r in ("keyword", "vector")
-    }
-    return statistics.fmean(
-        max(per_query["keyword"][qid]["nDCG@10"], per_query["vector"][qid]["nDCG@10"])
-        for qid in queries.qrels
-    )
+    return statistics.fmean(max(keyword[q]["nDCG@10"], vector[q]["nDCG@10"]) for q in keyword)
 
 
 def best_share(queries: QuerySet, config: Config, boosts: tuple[float, float]) -> dict[str, float]:
@@ -172,25 +167,24 @@ def best_share(queries: QuerySet, config: Config, boosts: tuple[float, float]) -
     )
 
 
+def per_query(queries: QuerySet, ranking: Ranking) -> PerQuery:
+    return evaluate(queries.qrels, ranking, DEPTH)
+
+
+def means(evaluated: PerQuery) -> dict[str, float]:
+    mean = mean_metrics(evaluated)
+    return {"nDCG@10": mean["nDCG@10"], "Recall@100": mean[f"Recall@{DEPTH}"]}
+
+
 def scores(queries: QuerySet, ranking: Ranking) -> dict[str, float]:
-    means = mean_metrics(evaluate(queries.qrels, ranking, DEPTH))
-    return {"nDCG@10": means["nDCG@10"], "Recall@100": means[f"Recall@{DEPTH}"]}
+    return means(per_query(queries, ranking))
 
 
-def differences(queries: QuerySet, config: Config, boosts: tuple[float, float]) -> list[float]:
-    """Per judged query: nDCG@10 of `config` minus that of the set's better single retriever
+def differences(fusion: PerQuery, keyword: PerQuery, vector: PerQuery) -> list[float]:
+    """Per judged query: the fusion's nDCG@10 minus that of the set's better single retriever
     (the one with the higher mean on the set, as the targets count it)."""
-    runs = {
-        "keyword": single(queries, "keyword"),
-        "vector": single(queries, "vector"),
-        "fused": fused(queries, config, boosts),
-    }
-    ndcg = {
-        run: {q: m["nDCG@10"] for q, m in evaluate(queries.qrels, ranking, DEPTH).items()}
-        for run, ranking in runs.items()
-    }
-    better = max(("keyword", "vector"), key=lambda run: statistics.fmean(ndcg[run].values()))
-    return [ndcg["fused"][q] - ndcg[better][q] for q in queries.qrels]
+    better = max((keyword, vector), key=lambda run: means(run)["nDCG@10"])
+    return [fusion[q]["nDCG@10"] - better[q]["nDCG@10"] for q in fusion]
 
 
 def interval(per_set: list[list[float]], rounds: int = BOOTSTRAP_ROUNDS) -> tuple[float, float]:
@@ -225,7 +219,10 @@ def grid() -> Iterable[Config]:
 
 def sweep(sets: list[QuerySet], boosts: tuple[float, float]) -> dict[str, Any]:
     """Every configuration on every set, and the choice."""
-    singles = {s.name: {r: scores(s, single(s, r)) for r in ("keyword", "vector")} for s in sets}
+    single_runs = {
+        s.name: {r: per_query(s, single(s, r)) for r in ("keyword", "vector")} for s in sets
+    }
+    singles = {name: {r: means(pq) for r, pq in runs.items()} for name, runs in single_runs.items()}
     best_single = {name: max(v["nDCG@10"] for v in r.values()) for name, r in singles.items()}
     rows: list[dict[str, Any]] = []
     for config in grid():
@@ -243,7 +240,11 @@ def sweep(sets: list[QuerySet], boosts: tuple[float, float]) -> dict[str, Any]:
     safe = [row for row in rows if row["min_gain"] >= 0] or rows
     choice = max(safe, key=lambda row: (row["mean_gain"], row["min_gain"]))
     chosen = Config(**choice["config"])
-    choice["gain"] = {s.name: gain(differences(s, chosen, boosts)) for s in sets}
+    choice["gain"] = {}
+    for s in sets:
+        runs = single_runs[s.name]
+        chosen_run = per_query(s, fused(s, chosen, boosts))
+        choice["gain"][s.name] = gain(differences(chosen_run, runs["keyword"], runs["vector"]))
     return {"singles": singles, "best_single": best_single, "rows": rows, "choice": choice}
 
 
@@ -251,14 +252,16 @@ def compare(sets: list[QuerySet], config: Config, boosts: tuple[float, float]) -
     """Keyword, vector, equal-weight RRF and `config` on every set."""
     result: dict[str, Any] = {}
     for s in sets:
-        result[s.name] = {
-            "keyword": scores(s, single(s, "keyword")),
-            "vector": scores(s, single(s, "vector")),
-            "rrf equal": scores(s, fused(s, BASELINE, boosts)),
-            "chosen": scores(s, fused(s, config, boosts)),
-            "oracle": {"nDCG@10": oracle(s)},
+        runs = {
+            "keyword": per_query(s, single(s, "keyword")),
+            "vector": per_query(s, single(s, "vector")),
+            "rrf equal": per_query(s, fused(s, BASELINE, boosts)),
+            "chosen": per_query(s, fused(s, config, boosts)),
+        }
+        result[s.name] = {run: means(evaluated) for run, evaluated in runs.items()} | {
+            "oracle": {"nDCG@10": oracle(runs["keyword"], runs["vector"])},
             "best share": best_share(s, config, boosts),
-            "gain": gain(differences(s, config, boosts)),
+            "gain": gain(differences(runs["chosen"], runs["keyword"], runs["vector"])),
         }
     return result
 
@@ -270,15 +273,13 @@ def comparison_table(table: dict[str, Any]) -> list[str]:
         + "".join(f"{r:>11}" for r in runs)
         + f"{'vs best':>9}{'vs rrf':>8}{'oracle':>9}{'share':>14}   Recall@100 (same order)"
     ]
-    gains = []
     for name, row in table.items():
         best = max(row["keyword"]["nDCG@10"], row["vector"]["nDCG@10"])
-        gain = row["chosen"]["nDCG@10"] - best
-        gains.append(gain)
         lines.append(
             f"  {name:<24}"
             + "".join(f"{row[r]['nDCG@10']:>11.4f}" for r in runs)
-            + f"{gain:>+9.4f}{row['chosen']['nDCG@10'] - row['rrf equal']['nDCG@10']:>+8.4f}"
+            + f"{row['gain']['mean']:>+9.4f}"
+            + f"{row['chosen']['nDCG@10'] - row['rrf equal']['nDCG@10']:>+8.4f}"
             + f"{row['oracle']['nDCG@10'] - best:>+9.4f}"
             + f"{row['best share']['nDCG@10'] - best:>+9.4f}"
             + f" v {row['best share']['vector_share']:.1f}   "
@@ -286,7 +287,8 @@ def comparison_table(table: dict[str, Any]) -> list[str]:
         )
     low, high = interval([row["gain"]["differences"] for row in table.values()])
     lines.append(
-        f"  mean gain over the better single retriever: {statistics.fmean(gains):+.4f} "
+        f"  mean gain over the better single retriever: "
+        f"{statistics.fmean(row['gain']['mean'] for row in table.values()):+.4f} "
         f"(95 % interval {low:+.4f} to {high:+.4f})"
     )
     lines.append("  per set, the gain's 95 % interval and the queries it wins and loses:")
