@@ -19,14 +19,12 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.database import fresh_pool
+from bench.database import fresh_runtime
 from bench.embedding_cache import CachingEmbedder
 from bench.quality import DATASETS, default_language, ingest_corpus, load_qrels, load_queries
 from cari import collection
-from cari.answer.service import Answerer, AnswerRequest
-from cari.embed import make_embedder
-from cari.ingest.pipeline import Ingestor
-from cari.search.engine import Searcher, SearchRequest
+from cari.answer.service import AnswerRequest
+from cari.search.engine import SearchRequest
 from cari.settings import load_settings
 
 DATABASE = "cari_bench_answer"
@@ -40,21 +38,18 @@ def percentile(values: list[float], share: float) -> float:
 
 async def run(dataset: Path, split: str, limit: int) -> None:
     settings = load_settings(reembed_interval_s=0, llm_base_url=None, rerank_base_url=None)
-    pool = await fresh_pool(DATABASE, settings)
-    embedder = CachingEmbedder(make_embedder(settings))
-    try:
-        async with pool.connection() as conn:
+    async with fresh_runtime(DATABASE, settings, wrap_embedder=CachingEmbedder) as rt:
+        async with rt.pool.connection() as conn:
             await collection.create(
                 conn, collection.CollectionCreate(name=NAME, language=default_language(dataset))
             )
-        counts = await ingest_corpus(Ingestor(pool, embedder, settings), NAME, dataset)
-        async with pool.connection() as conn:
+        counts = await ingest_corpus(rt.ingestor, NAME, dataset)
+        async with rt.pool.connection() as conn:
             await conn.execute("VACUUM (ANALYZE) chunks, postings")
         queries = load_queries(dataset)
         qrels = load_qrels(dataset, split)
         judged = [q for q in queries if q in qrels][:limit]
-        searcher = Searcher(pool, embedder, settings)
-        answerer = Answerer(pool, searcher, settings)
+        searcher, answerer = rt.searcher, rt.answerer
         for qid in judged[:5]:  # warm the query-vector cache and the router's examples
             await searcher.search(NAME, SearchRequest(query=queries[qid]))
         search_ms: list[float] = []
@@ -72,10 +67,6 @@ async def run(dataset: Path, split: str, limit: int) -> None:
             empty += answer.no_information
             finds_relevant += any(r.document_id in relevant for r in found.results)
             cites_relevant += any(c.document_id in relevant for c in answer.citations.values())
-        await answerer.aclose()
-    finally:
-        await pool.close()
-        await embedder.aclose()
     n = len(judged)
     p50 = statistics.median
     print(f"{dataset.name} ({split}): {counts['chunks']:,} chunks; {n} questions, one at a time")

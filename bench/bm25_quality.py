@@ -42,7 +42,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
-from bench.database import fresh_pool
+from bench.database import fresh_runtime
 from bench.quality import (
     DATASETS,
     TS_RANK_AND,
@@ -59,10 +59,10 @@ from bench.quality import (
 )
 from bench.reference import ReferenceBM25, analyzed_tokens, native_tokens, query_lexemes
 from cari import collection
-from cari.embed import make_embedder
 from cari.ingest import store
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import chunk
+from cari.runtime import Runtime
 from cari.search import bm25
 from cari.settings import Settings, load_settings
 
@@ -72,11 +72,11 @@ METRICS = ("nDCG@10", "Recall@10", "MRR@10", f"Recall@{DEPTH}")
 
 
 async def load(
-    pool: AsyncConnectionPool, settings: Settings, dataset: Path, language: str
+    rt: Runtime, dataset: Path, language: str
 ) -> tuple[store.CollectionRef, dict[int, str], list[str]]:
     """The collection, chunk id -> document id, and each chunk's indexed text by chunk id order."""
-    counter = make_embedder(settings).count_tokens
-    async with pool.connection() as conn:
+    counter, settings = rt.embedder.count_tokens, rt.settings
+    async with rt.pool.connection() as conn:
         await collection.create(
             conn, collection.CollectionCreate(name="keyword", language=language)
         )
@@ -161,9 +161,9 @@ async def run_dataset(
     qrels_all = load_qrels(dataset, split)
     queries = {q: t for q, t in queries_all.items() if q in qrels_all}
     qrels: Qrels = {q: qrels_all[q] for q in queries}
-    pool = await fresh_pool("cari_bench_bm25", settings)
-    try:
-        ref, documents, texts = await load(pool, settings, dataset, language)
+    async with fresh_runtime("cari_bench_bm25", settings) as rt:
+        pool = rt.pool
+        ref, documents, texts = await load(rt, dataset, language)
         chunk_ids = sorted(documents)
         rankings: dict[str, Ranking] = {}
         latency: dict[str, list[float]] = {}
@@ -193,8 +193,6 @@ async def run_dataset(
                 pool, sql_ranker(statement, params), queries, documents
             )
         dsn = pool.conninfo
-    finally:
-        await pool.close()
     with psycopg.connect(dsn) as conn:
         corpus = analyzed_tokens(conn, language, texts)
         analyzed = query_lexemes(conn, language, list(queries.values()))

@@ -1,26 +1,28 @@
 """The database a benchmark runs in: a fresh one on DATABASE_URL, or on a throwaway embedded
-server whose folder is removed at exit."""
+server whose folder is removed at exit; and a runtime on it."""
 
 from __future__ import annotations
 
 import atexit
 import shutil
 import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import psycopg
 from psycopg import sql
-from psycopg_pool import AsyncConnectionPool
 
-from cari import db, embedded, migrations
+from cari import embedded, migrations
+from cari.embed import Embedder
+from cari.runtime import Runtime, open_runtime
 from cari.settings import Settings
 
 _embedded: list[str] = []  # the throwaway server's DSN, once started: one per process
 
 
-async def fresh_pool(name: str, settings: Settings) -> AsyncConnectionPool:
-    """An open pool on a new, migrated database called `name` (replacing one an earlier run
-    left)."""
+def fresh_database(name: str, settings: Settings) -> str:
+    """The DSN of a new, migrated database called `name` (replacing one an earlier run left)."""
     if settings.database_url:
         server = settings.database_url
     elif _embedded:
@@ -38,6 +40,14 @@ async def fresh_pool(name: str, settings: Settings) -> AsyncConnectionPool:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     dsn = psycopg.conninfo.make_conninfo(server, dbname=name)
     migrations.upgrade(dsn, settings)
-    pool = db.make_pool(dsn, settings)
-    await pool.open(wait=True)
-    return pool
+    return dsn
+
+
+@asynccontextmanager
+async def fresh_runtime(
+    name: str, settings: Settings, *, wrap_embedder: Callable[[Embedder], Embedder] | None = None
+) -> AsyncIterator[Runtime]:
+    """A runtime on a new, migrated database called `name`."""
+    dsn = fresh_database(name, settings)
+    async with open_runtime(settings, dsn=dsn, wrap_embedder=wrap_embedder) as rt:
+        yield rt

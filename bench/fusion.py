@@ -58,8 +58,9 @@ from bench.quality import (
     load_queries,
     mean_metrics,
 )
+from cari.limits import Method
 from cari.search import intent
-from cari.search.fusion import Candidate, Method, fuse
+from cari.search.fusion import Candidate, fuse
 from cari.settings import load_settings
 
 TUNE = ("tydiqa-goldp-id/dev", "cranfield/test", "cisi/test")

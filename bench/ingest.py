@@ -2,7 +2,8 @@
 
     python -m bench.ingest [--dataset DIR] [--documents N] [--rows N]
 
-(a) the local embedder alone on the chunk texts of N documents of a BEIR-format dataset;
+(a) the configured embedder (the local model by default) alone on the chunk texts of N
+    documents of a BEIR-format dataset;
 (b) the whole `cari ingest` path on the same documents (read JSON Lines, hash check, chunk,
     embed, binary COPY in one transaction per batch) — (b)/(a) is the ingest overhead;
 (c) chunk rows per second through Cari's writer with precomputed 384-d vectors, against one
@@ -24,14 +25,13 @@ import numpy as np
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from bench.database import fresh_pool
-from cari.embed import LocalEmbedder
+from bench.database import fresh_runtime
 from cari.ingest import store
 from cari.ingest.bulk import ingest_sources
 from cari.ingest.chunking import Chunk
 from cari.ingest.files import Source
 from cari.ingest.formats import Section
-from cari.ingest.pipeline import Ingestor, chunk
+from cari.ingest.pipeline import chunk
 from cari.migrations import vector_indexes_statement
 from cari.queries import query
 from cari.settings import Settings, load_settings
@@ -55,67 +55,67 @@ def load_records(dataset: Path, limit: int) -> list[dict[str, str]]:
 
 async def run(dataset: Path, documents: int, rows: int) -> None:
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
-    pool = await fresh_pool("cari_bench_ingest", settings)
-    embedder = LocalEmbedder.from_settings(settings)
-    records = load_records(dataset, documents)
+    async with fresh_runtime("cari_bench_ingest", settings) as rt:
+        pool, embedder = rt.pool, rt.embedder
+        records = load_records(dataset, documents)
 
-    # (a) the embedder alone, on exactly the texts the ingest path will embed
-    chunks: list[Chunk] = []
-    for r in records:
-        document = store.NewDocument(r["id"], r["title"], [Section(r["text"])], {}, None)
-        chunks += chunk(document, embedder.count_tokens, settings)
-    texts = [store.embedding_text(c.title, c.content) for c in chunks]
-    await embedder.embed_documents(texts[:4])  # warm the model
+        # (a) the embedder alone, on exactly the texts the ingest path will embed
+        chunks: list[Chunk] = []
+        for r in records:
+            document = store.NewDocument(r["id"], r["title"], [Section(r["text"])], {}, None)
+            chunks += chunk(document, embedder.count_tokens, settings)
+        texts = [store.embedding_text(c.title, c.content) for c in chunks]
+        await embedder.embed_documents(texts[:4])  # warm the model
 
-    async def embedder_alone() -> float:
-        started = time.perf_counter()
-        await embedder.embed_documents(texts)
-        return len(texts) / (time.perf_counter() - started)
+        async def embedder_alone() -> float:
+            started = time.perf_counter()
+            await embedder.embed_documents(texts)
+            return len(texts) / (time.perf_counter() - started)
 
-    before = await embedder_alone()
+        before = await embedder_alone()
 
-    # (b) the whole path, from a JSON Lines file
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "corpus.jsonl"
-        path.write_text("\n".join(json.dumps(r) for r in records))
-        async with pool.connection() as conn:
-            await conn.execute("INSERT INTO collections (name) VALUES ('bench')")
-        started = time.perf_counter()
-        tally = await ingest_sources(
-            Ingestor(pool, embedder, settings),
-            "bench",
-            [Source(path, "corpus.jsonl")],
-            batch_size=32,
-            workers=2,
+        # (b) the whole path, from a JSON Lines file
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "corpus.jsonl"
+            path.write_text("\n".join(json.dumps(r) for r in records))
+            async with pool.connection() as conn:
+                await conn.execute("INSERT INTO collections (name) VALUES ('bench')")
+            started = time.perf_counter()
+            tally = await ingest_sources(
+                rt.ingestor,
+                "bench",
+                [Source(path, "corpus.jsonl")],
+                batch_size=32,
+                workers=2,
+            )
+            whole = tally.chunks / (time.perf_counter() - started)
+        assert tally.chunks == len(texts) and not tally.failures
+        # The CPU's speed drifts over minutes: (a) is the mean of runs before and after (b).
+        alone = (before + await embedder_alone()) / 2
+
+        print(f"dataset {dataset.name}: {len(records)} documents, {len(texts)} chunks")
+        print(f"(a) the embedder alone          {alone:8.2f} chunks/s   ({embedder.model_name})")
+        ratio = whole / alone
+        print(f"(b) whole ingest path           {whole:8.2f} chunks/s   (b)/(a) = {ratio:.3f}")
+
+        # (c) precomputed vectors through Cari's writer (binary COPY, one transaction per 500
+        # documents), HNSW maintained row by row vs deferred (--bulk), against a raw COPY.
+        rows_data = synthetic_rows(rows)
+        raw = await raw_copy(pool, rows_data)
+        print(f"(c) raw COPY, no HNSW index     {raw:8.0f} rows/s   (baseline)")
+        quarter = (rows_data[0][: rows // 4], rows_data[1][: rows // 4])
+        incremental, _, _ = await writer(pool, settings, "incremental", quarter, False)
+        print(
+            f"    writer, HNSW maintained     {incremental:8.0f} rows/s   "
+            f"/raw = {incremental / raw:.3f}   ({rows // 4} rows)"
         )
-        whole = tally.chunks / (time.perf_counter() - started)
-    assert tally.chunks == len(texts) and not tally.failures
-    # The CPU's speed drifts over minutes: (a) is the mean of runs before and after (b).
-    alone = (before + await embedder_alone()) / 2
-
-    print(f"dataset {dataset.name}: {len(records)} documents, {len(texts)} chunks")
-    print(f"(a) local embedder alone        {alone:8.2f} chunks/s")
-    print(f"(b) whole ingest path           {whole:8.2f} chunks/s   (b)/(a) = {whole / alone:.3f}")
-
-    # (c) precomputed vectors through Cari's writer (binary COPY, one transaction per 500
-    # documents), HNSW maintained row by row vs deferred (--bulk), against a raw COPY.
-    rows_data = synthetic_rows(rows)
-    raw = await raw_copy(pool, rows_data)
-    print(f"(c) raw COPY, no HNSW index     {raw:8.0f} rows/s   (baseline)")
-    quarter = (rows_data[0][: rows // 4], rows_data[1][: rows // 4])
-    incremental, _, _ = await writer(pool, settings, "incremental", quarter, False)
-    print(
-        f"    writer, HNSW maintained     {incremental:8.0f} rows/s   "
-        f"/raw = {incremental / raw:.3f}   ({rows // 4} rows)"
-    )
-    bulk, load, build = await writer(pool, settings, "bulk", rows_data, True)
-    print(f"    writer, --bulk: load        {load:8.0f} rows/s   /raw = {load / raw:.3f}")
-    async with pool.connection() as conn:
-        cur = await conn.execute("SELECT count(*) FROM chunks")
-        total = (await cur.fetchone() or [0])[0]
-    print(f"      then HNSW build of {total} rows: {build:.1f} s")
-    print(f"      load + build               {bulk:8.0f} rows/s   /raw = {bulk / raw:.3f}")
-    await pool.close()
+        bulk, load, build = await writer(pool, settings, "bulk", rows_data, True)
+        print(f"    writer, --bulk: load        {load:8.0f} rows/s   /raw = {load / raw:.3f}")
+        async with pool.connection() as conn:
+            cur = await conn.execute("SELECT count(*) FROM chunks")
+            total = (await cur.fetchone() or [0])[0]
+        print(f"      then HNSW build of {total} rows: {build:.1f} s")
+        print(f"      load + build               {bulk:8.0f} rows/s   /raw = {bulk / raw:.3f}")
 
 
 Rows = tuple[list[str], np.ndarray]

@@ -79,7 +79,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from bench import search as search_bench
-from bench.database import fresh_pool
+from bench.database import fresh_runtime
 from cari.ingest import store
 from cari.queries import query
 from cari.search import bm25
@@ -677,14 +677,11 @@ async def run(chunks: int, queries: int, corpora: list[str], seed: int) -> None:
             f"{name}: built {len(corpus.rows):,} chunks in {time.perf_counter() - started:.1f} s",
             flush=True,
         )
-        pool = await fresh_pool(f"cari_bench_keyword_{name}", settings)
-        # The next corpus goes to a fresh database on the same server.
-        settings = settings.model_copy(update={"database_url": pool.conninfo})
-        try:
-            async with pool.connection() as conn:
+        async with fresh_runtime(f"cari_bench_keyword_{name}", settings) as rt:
+            # The next corpus goes to a fresh database on the same server.
+            settings = settings.model_copy(update={"database_url": rt.pool.conninfo})
+            async with rt.pool.connection() as conn:
                 report = await bench_corpus(conn, corpus, queries, seed, explains=name == "zipf")
-        finally:
-            await pool.close()
         del corpus
         reports.append(report)
         print("\n".join(format_report(report)), flush=True)

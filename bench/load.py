@@ -84,7 +84,7 @@ import msgspec
 import numpy as np
 from psycopg.conninfo import make_conninfo
 
-from bench.database import fresh_pool
+from bench.database import fresh_runtime
 from bench.search import (
     COLLECTION,
     MODES,
@@ -96,7 +96,6 @@ from bench.search import (
     load_queries,
     synthetic_vectors,
 )
-from cari.embed import LocalEmbedder
 from cari.settings import load_settings
 
 DATABASE = "cari_bench_load"
@@ -372,9 +371,10 @@ def shown(path: Path) -> str:
 
 async def run(args: argparse.Namespace) -> None:
     began = time.perf_counter()
-    settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
+    # The served model is the local one (below): the corpus's vectors come from it too.
+    settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0, embedder="local")
     passages = load_passages()
-    base = await base_vectors(LocalEmbedder.from_settings(settings), passages)
+    base: np.ndarray | None = None
     queries = load_queries(args.queries)
     cores = os.cpu_count()
     note = (
@@ -395,23 +395,23 @@ async def run(args: argparse.Namespace) -> None:
     }
     env = {**os.environ, "CARI_EMBEDDER": "local"}
     for chunks in args.chunks:
-        pool = await fresh_pool(DATABASE, settings)
-        if settings.database_url is None:
-            # The next chunk count's database goes on this embedded server, not a new one.
-            server = make_conninfo(pool.conninfo, dbname="postgres")
-            settings = load_settings(
-                reembed_interval_s=0, statement_timeout_ms=0, database_url=server
-            )
-        vectors, _ = synthetic_vectors(base, chunks)
-        await load_corpus(pool, settings, passages, vectors)
-        del vectors
-        async with pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT version(), pg_size_pretty(pg_total_relation_size('chunks'))"
-            )
-            version, size = await cur.fetchone() or ("?", "?")
-        dsn = pool.conninfo
-        await pool.close()
+        async with fresh_runtime(DATABASE, settings) as rt:
+            pool = rt.pool
+            if base is None:
+                base = await base_vectors(rt.embedder, passages)
+            if settings.database_url is None:
+                # The next chunk count's database goes on this embedded server, not a new one.
+                server = make_conninfo(pool.conninfo, dbname="postgres")
+                settings = settings.model_copy(update={"database_url": server})
+            vectors, _ = synthetic_vectors(base, chunks)
+            await load_corpus(pool, settings, passages, vectors)
+            del vectors
+            async with pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT version(), pg_size_pretty(pg_total_relation_size('chunks'))"
+                )
+                version, size = await cur.fetchone() or ("?", "?")
+            dsn = pool.conninfo
 
         cells = len(BASELINES) + sum(len(PHASES[mode]) for mode in args.modes)
         cells *= len(args.concurrency)

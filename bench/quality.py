@@ -58,18 +58,17 @@ from pathlib import Path
 from typing import Any
 
 import pytrec_eval
-from psycopg_pool import AsyncConnectionPool
 
-from bench.database import fresh_pool
+from bench.database import fresh_runtime
 from bench.embedding_cache import CACHE_DIR, CachingEmbedder
 from cari import collection
-from cari.embed import Embedder, make_embedder
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import Ingestor
 from cari.ingest.store import NewDocument
-from cari.search.engine import Mode, Searcher, SearchRequest
+from cari.runtime import Runtime
+from cari.search.engine import Mode, SearchRequest
 from cari.search.fusion import Candidate, weighted_rrf
-from cari.settings import Settings, load_settings
+from cari.settings import load_settings
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "datasets"
 RUNS_DIR = CACHE_DIR / "runs"
@@ -257,10 +256,8 @@ async def ingest_corpus(
 
 
 async def run_quality(
-    pool: AsyncConnectionPool,
-    settings: Settings,
+    rt: Runtime,
     dataset: Path,
-    embedder: Embedder,
     *,
     split: str = "test",
     language: str | None = None,
@@ -268,11 +265,12 @@ async def run_quality(
     collection_name: str = "quality",
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Ingest `dataset` into a new collection on `pool`'s (migrated) database, run its judged
+    """Ingest `dataset` into a new collection in the runtime's (migrated) database, run its judged
     queries in every mode and baseline and return the figures: counts, timings, per-run mean
     and per-query metrics, the document rankings, each query's retriever lists (chunk id,
     score) with the chunks' documents, and the embedding cache's hit rate (None without)."""
     began = time.perf_counter()
+    pool, embedder, settings = rt.pool, rt.embedder, rt.settings
     language = language or default_language(dataset)
     queries = load_queries(dataset)
     qrels_all = load_qrels(dataset, split)
@@ -285,8 +283,7 @@ async def run_quality(
         created = await collection.create(
             conn, collection.CollectionCreate(name=collection_name, language=language)
         )
-    ingestor = Ingestor(pool, embedder, settings)
-    counts = await ingest_corpus(ingestor, collection_name, dataset, progress)
+    counts = await ingest_corpus(rt.ingestor, collection_name, dataset, progress)
     async with pool.connection() as conn:
         await conn.execute("VACUUM (ANALYZE) chunks, postings")  # the state autovacuum leaves
         cur = await conn.execute(CHUNK_DOCUMENTS, {"name": collection_name})
@@ -302,7 +299,7 @@ async def run_quality(
             f"{ingested - began:.0f} s; searching {len(judged)} queries"
         )
 
-    searcher = Searcher(pool, embedder, settings)
+    searcher = rt.searcher
     chunk_runs: dict[str, dict[str, list[Candidate]]] = {
         name: {} for name in (*MODES, "ts_rank_cd")
     }
@@ -501,23 +498,16 @@ async def main_async(args: argparse.Namespace) -> None:
     results = []
     for folder in folders:
         began = time.perf_counter()
-        pool = await fresh_pool(DATABASE, settings)
-        embedder = CachingEmbedder(make_embedder(settings))
         print(f"quality: {folder} into a fresh database {DATABASE}", flush=True)
-        try:
+        async with fresh_runtime(DATABASE, settings, wrap_embedder=CachingEmbedder) as rt:
             result = await run_quality(
-                pool,
-                settings,
+                rt,
                 folder,
-                embedder,
                 split=args.split,
                 language=args.language,
                 limit_queries=args.limit_queries,
                 progress=lambda line: print(line, flush=True),
             )
-        finally:
-            await pool.close()
-            await embedder.aclose()
         results.append(result)
         print()
         print(report(result))

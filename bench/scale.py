@@ -88,9 +88,8 @@ import psutil
 import psycopg
 from psycopg import sql
 
-from bench.database import fresh_pool
+from bench.database import fresh_runtime
 from bench.search import SIGMA, base_vectors, load_passages
-from cari.embed import LocalEmbedder
 from cari.settings import load_settings
 
 AConn = psycopg.AsyncConnection[Any]
@@ -572,16 +571,17 @@ async def run(
     out: Path,
 ) -> None:
     began = time.perf_counter()
-    settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
-    base = await base_vectors(LocalEmbedder.from_settings(settings), load_passages())
+    settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0, embedder="local")
+    base: np.ndarray | None = None
     reports: list[ScaleReport] = []
     server: dict[str, Any] = {}
     for rows in row_counts:
-        pool = await fresh_pool(f"cari_bench_scale_{rows}", settings)
-        # The next row count goes to a fresh database on the same server.
-        settings = settings.model_copy(update={"database_url": pool.conninfo})
-        try:
-            async with pool.connection() as conn:
+        async with fresh_runtime(f"cari_bench_scale_{rows}", settings) as rt:
+            if base is None:
+                base = await base_vectors(rt.embedder, load_passages())
+            # The next row count goes to a fresh database on the same server.
+            settings = settings.model_copy(update={"database_url": rt.pool.conninfo})
+            async with rt.pool.connection() as conn:
                 server = await server_info(conn)
                 report = await bench_rows(
                     conn,
@@ -596,8 +596,6 @@ async def run(
                     memory_mb=memory_mb,
                     workers=workers,
                 )
-        finally:
-            await pool.close()
         reports.append(report)
         write_results(out, server, reports)
         print("\n".join(format_tables([report])), flush=True)

@@ -73,13 +73,14 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from bench.database import fresh_pool
+from bench.database import fresh_runtime
 from cari import migrations
 from cari.collection import CollectionCreate
-from cari.embed import LocalEmbedder
+from cari.embed import Embedder
 from cari.ingest import store
 from cari.queries import query
-from cari.search.engine import Mode, Searcher, SearchRequest
+from cari.runtime import Runtime
+from cari.search.engine import Mode, SearchRequest
 from cari.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,7 +156,7 @@ def load_queries(count: int, folders: Sequence[Path] = FOLDERS) -> list[str]:
     return chosen
 
 
-async def base_vectors(embedder: LocalEmbedder, passages: list[Passage]) -> np.ndarray:
+async def base_vectors(embedder: Embedder, passages: list[Passage]) -> np.ndarray:
     """Real embeddings of a random sample of passages (first words only), cached on disk."""
     sample = random.Random(SEED).sample(range(len(passages)), BASE_SAMPLE)
     texts = [
@@ -350,9 +351,15 @@ async def timed(work: Awaitable[T]) -> tuple[float, T]:
 
 async def run(chunks: int, query_count: int, rounds: int) -> None:
     began = time.perf_counter()
-    settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
-    pool = await fresh_pool(DATABASE, settings)
-    embedder = LocalEmbedder.from_settings(settings)
+    settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0, embedder="local")
+    async with fresh_runtime(DATABASE, settings) as rt:
+        await measure(rt, chunks, query_count, rounds)
+    print()
+    print(f"total runtime {time.perf_counter() - began:.0f} s")
+
+
+async def measure(rt: Runtime, chunks: int, query_count: int, rounds: int) -> None:
+    pool, embedder, settings, searcher = rt.pool, rt.embedder, rt.settings, rt.searcher
 
     passages = load_passages()
     print(f"passages: {len(passages)} from {', '.join(SETS)}")
@@ -371,7 +378,6 @@ async def run(chunks: int, query_count: int, rounds: int) -> None:
     await load_corpus(pool, settings, passages, vectors)
     del vectors, owner, base_cos
 
-    searcher = Searcher(pool, embedder, settings)
     queries = load_queries(query_count)
     started = time.perf_counter()
     sql_alone_vectors: dict[str, np.ndarray] = {}
@@ -565,9 +571,6 @@ async def run(chunks: int, query_count: int, rounds: int) -> None:
         f"(one round trip); {np.percentile(borrowed, 50):.3f} ms borrowing a pooled one as the "
         "service does (BEGIN, SELECT 1, COMMIT: three round trips)"
     )
-    print()
-    print(f"total runtime {time.perf_counter() - began:.0f} s")
-    await pool.close()
 
 
 _VECTOR_LITERAL = re.compile(r"'\[[-0-9.e,]+\]'::vector")

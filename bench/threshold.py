@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.database import fresh_pool
+from bench.database import fresh_runtime
 from bench.embedding_cache import CACHE_DIR, CachingEmbedder
 from bench.quality import (
     DATASETS,
@@ -46,8 +46,6 @@ from bench.quality import (
     load_queries,
 )
 from cari import collection
-from cari.embed import make_embedder
-from cari.ingest.pipeline import Ingestor
 from cari.search.engine import Searcher, SearchRequest
 from cari.search.relevance import Evidence, Scale, keep
 from cari.settings import load_settings
@@ -82,12 +80,10 @@ def off_topic(query_folder: str, collection_name: str) -> bool:
 
 async def gather(folders: Sequence[Path]) -> dict[str, Any]:
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
-    pool = await fresh_pool(DATABASE, settings)
-    embedder = CachingEmbedder(make_embedder(settings))
     runs: Runs = {}
     chunks: dict[str, int] = {}
-    try:
-        ingestor = Ingestor(pool, embedder, settings)
+    async with fresh_runtime(DATABASE, settings, wrap_embedder=CachingEmbedder) as rt:
+        pool, ingestor, searcher = rt.pool, rt.ingestor, rt.searcher
         for folder in folders:
             began = time.perf_counter()
             async with pool.connection() as conn:
@@ -110,7 +106,6 @@ async def gather(folders: Sequence[Path]) -> dict[str, Any]:
                 "SELECT c.id, d.external_id FROM chunks c JOIN documents d ON d.id = c.document_id"
             )
             documents = {int(chunk): str(doc) for chunk, doc in await cur.fetchall()}
-        searcher = Searcher(pool, embedder, settings)
         for label, folder, split in query_sets(folders):
             queries = load_queries(folder)
             judged = [qid for qid in queries if qid in load_qrels(folder, split)]
@@ -128,9 +123,6 @@ async def gather(folders: Sequence[Path]) -> dict[str, Any]:
                     f"{time.perf_counter() - began:.0f} s",
                     flush=True,
                 )
-    finally:
-        await pool.close()
-        await embedder.aclose()
     return {"chunks": chunks, "runs": runs}
 
 

@@ -26,6 +26,13 @@ from cari.settings import LOCAL_EMBEDDING_DIMENSION, Settings
 from tests.fake_llm import FakeLLM
 from tests.fake_openai import FakeOpenAI
 
+# The local model's OpenMP threads busy-wait for work; when the suite shares the CPU (pytest,
+# PostgreSQL, servers in subprocesses, other jobs) that spinning starves everything else and one
+# query embedding goes from ~10 ms to ~500 ms. One thread never waits on another. Set before the
+# model is loaded (on first use), and inherited by the `cari` subprocesses; a value given from
+# outside wins.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 TEMPLATE = f"cari_template_{os.getpid()}"
 _numbers = itertools.count()
 

@@ -15,7 +15,7 @@ import psutil
 import pytest
 from bench import load, search
 
-from cari import db
+from cari.runtime import make_pool
 from cari.search import router
 from tests.conftest import cli_env, settings_for
 from tests.fake_openai import FakeOpenAI
@@ -75,7 +75,7 @@ def test_measures_every_cell_through_the_real_server(
     assert len(queries) == QUERIES
 
     async def run() -> dict[str, object]:
-        pool = db.make_pool(dsn, settings)
+        pool = make_pool(dsn, settings)
         await pool.open(wait=True)
         await search.load_corpus(pool, settings, search.load_passages([TINY]), vectors)
         await pool.close()

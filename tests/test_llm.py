@@ -10,7 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
-from cari.answer.llm import ChatClient, LLMUnavailable, Usage
+from cari.answer.llm import ChatClient, Usage
+from cari.errors import LLMUnavailable
 from tests.fake_llm import FakeLLM
 
 MESSAGES = [

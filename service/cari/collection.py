@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 import psycopg
@@ -11,11 +11,10 @@ from psycopg import errors as pg_errors
 from psycopg.rows import kwargs_row
 
 from cari.errors import Conflict, InvalidInput, NotFound
+from cari.limits import Method, Mode, RrfK, Threshold, TopK, Weight
 from cari.queries import query
 from cari.search import router
-from cari.search.fusion import Method
 
-SearchMode = Literal["hybrid", "vector", "keyword"]
 Fusion = Annotated[
     Method,
     msgspec.Meta(
@@ -43,10 +42,6 @@ Language = Annotated[
         description="PostgreSQL text-search configuration: simple, english, indonesian, ...",
     ),
 ]
-Weight = Annotated[float, msgspec.Meta(ge=0, le=100)]
-RrfK = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
-Threshold = Annotated[float, msgspec.Meta(ge=0, le=1)]
-TopK = Annotated[int, msgspec.Meta(ge=1, le=50)]
 K1 = Annotated[float, msgspec.Meta(ge=0, le=10, description="BM25 term-frequency saturation.")]
 B = Annotated[float, msgspec.Meta(ge=0, le=1, description="BM25 length normalisation.")]
 Keywords = Annotated[
@@ -70,7 +65,7 @@ TitleBoost = Annotated[
 class Collection(msgspec.Struct, kw_only=True):
     name: str
     language: str
-    search_mode: SearchMode
+    search_mode: Mode
     fusion: Method
     vector_weight: float
     keyword_weight: float
@@ -90,7 +85,7 @@ class Collection(msgspec.Struct, kw_only=True):
 class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     name: Name
     language: Language = "simple"
-    search_mode: SearchMode = "hybrid"
+    search_mode: Mode = "hybrid"
     fusion: Fusion = "zscore"
     vector_weight: Weight = 1.0
     keyword_weight: Weight = 1.0
@@ -113,7 +108,7 @@ class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     """Only the fields present change."""
 
     language: Language | msgspec.UnsetType = msgspec.UNSET
-    search_mode: SearchMode | msgspec.UnsetType = msgspec.UNSET
+    search_mode: Mode | msgspec.UnsetType = msgspec.UNSET
     fusion: Fusion | msgspec.UnsetType = msgspec.UNSET
     vector_weight: Weight | msgspec.UnsetType = msgspec.UNSET
     keyword_weight: Weight | msgspec.UnsetType = msgspec.UNSET

@@ -1,12 +1,8 @@
-"""Where the database is, and the async connection pool the service borrows from."""
+"""Where the database is, whether it answers, and whether its vectors fit the embedder."""
 
 from __future__ import annotations
 
-import contextlib
-
 import psycopg
-from pgvector.psycopg import register_vector_async
-from psycopg_pool import AsyncConnectionPool
 
 from cari import embedded
 from cari.errors import ConfigError, DatabaseUnavailable
@@ -29,32 +25,6 @@ def check_reachable(dsn: str) -> None:
     except psycopg.OperationalError as exc:
         reason = " ".join(line.strip() for line in str(exc).splitlines()) or type(exc).__name__
         raise DatabaseUnavailable(f"cannot connect to PostgreSQL: {reason}") from None
-
-
-async def _configure(conn: psycopg.AsyncConnection[object]) -> None:
-    # Before migrations the type is missing: /readyz reports that, nothing else runs.
-    with contextlib.suppress(psycopg.ProgrammingError):
-        await register_vector_async(conn)
-
-
-def make_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
-    """A closed pool; open it in the application's lifespan."""
-    return AsyncConnectionPool(
-        dsn,
-        min_size=settings.pool_min_size,
-        max_size=settings.pool_max_size,
-        timeout=settings.pool_timeout_s,
-        open=False,
-        configure=_configure,
-        # Autocommit: a lone read is one round trip, not BEGIN + query + COMMIT; writes that
-        # belong together say so with `conn.transaction()`.
-        kwargs={
-            "autocommit": True,
-            "options": f"-c statement_timeout={settings.statement_timeout_ms}"
-            f" -c hnsw.ef_search={settings.hnsw_ef_search}",
-        },
-        name="cari",
-    )
 
 
 def check_embedding_dimension(dsn: str, settings: Settings) -> None:

@@ -1,21 +1,18 @@
 """Text → vectors: the bundled local model, or any OpenAI-compatible embeddings API.
 
-`make_embedder(settings)` picks one from `CARI_EMBEDDER`. Both kinds return L2-normalised
-(local) or server-given (openai) float32 vectors, one per input and in input order, and raise
-`EmbedderUnavailable` with a one-line reason when they cannot: callers store chunks without
-vectors and `cari reembed` fills them in later.
+The runtime (`cari.runtime.make_embedder`) builds the one `CARI_EMBEDDER` names. Both kinds
+return L2-normalised (local) or server-given (openai) float32 vectors, one per input and in
+input order, and raise `EmbedderUnavailable` with a one-line reason when they cannot: callers
+store chunks without vectors and `cari reembed` fills them in later.
 """
 
 from __future__ import annotations
 
-import email.utils
 import math
 import random
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import anyio.to_thread
@@ -23,7 +20,8 @@ import numpy as np
 import numpy.typing as npt
 import openai
 
-from cari.errors import ConfigError, EmbedderUnavailable
+from cari.errors import ConfigError, EmbedderUnavailable, Retryable
+from cari.remote import one_line, redacted, retry_after, retryable, server_message
 from cari.settings import LOCAL_EMBEDDING_DIMENSION, Settings
 
 Vector = npt.NDArray[np.float32]
@@ -52,11 +50,29 @@ class Embedder(Protocol):
         ...
 
 
-def make_embedder(settings: Settings) -> Embedder:
-    """The embedder `CARI_EMBEDDER` names, configured from `settings`."""
+def check_settings(settings: Settings) -> None:
+    """Raise ConfigError, naming the setting, if the configured embedder cannot be built; it
+    builds nothing, so a process can refuse bad settings before it starts anything."""
+    model = settings.embedding_model
     if settings.embedder == "openai":
-        return OpenAIEmbedder(settings)
-    return LocalEmbedder.from_settings(settings)
+        if model is None or not model.strip():
+            raise ConfigError(
+                "CARI_EMBEDDING_MODEL is required when CARI_EMBEDDER=openai "
+                "(the model name the embeddings API expects, e.g. text-embedding-3-small)"
+            )
+        settings.embedding_dimension  # noqa: B018 -- raises ConfigError naming the setting if unset
+        return
+    if model is not None and model not in _LOCAL_MODEL_NAMES:
+        raise ConfigError(
+            f"CARI_EMBEDDING_MODEL={model} is not available with the local embedder "
+            f"(it has {LocalEmbedder.model_name} only): unset it, or set CARI_EMBEDDER=openai"
+        )
+    wanted = settings.embedding_dimensions
+    if wanted is not None and wanted != LocalEmbedder.dimension:
+        raise ConfigError(
+            f"CARI_EMBEDDING_DIMENSIONS={wanted} does not match the local embedder, "
+            f"whose vectors have {LocalEmbedder.dimension} dimensions: unset it"
+        )
 
 
 def _batches(texts: Sequence[str], size: int) -> list[list[str]]:
@@ -113,18 +129,7 @@ class LocalEmbedder:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LocalEmbedder:
-        model = settings.embedding_model
-        if model is not None and model not in _LOCAL_MODEL_NAMES:
-            raise ConfigError(
-                f"CARI_EMBEDDING_MODEL={model} is not available with the local embedder "
-                f"(it has {cls.model_name} only): unset it, or set CARI_EMBEDDER=openai"
-            )
-        wanted = settings.embedding_dimensions
-        if wanted is not None and wanted != cls.dimension:
-            raise ConfigError(
-                f"CARI_EMBEDDING_DIMENSIONS={wanted} does not match the local embedder, "
-                f"whose vectors have {cls.dimension} dimensions: unset it"
-            )
+        check_settings(settings)
         return cls(batch_size=settings.embedding_batch_size)
 
     def _loaded(self) -> Any:
@@ -165,74 +170,6 @@ class LocalEmbedder:
 
 # -- OpenAI-compatible ------------------------------------------------------------------------
 
-# Statuses worth another try: request timeout, rate limit, and every server-side failure.
-_RETRYABLE = frozenset({408, 429})
-
-
-def _retryable(status: int) -> bool:
-    return status in _RETRYABLE or status >= 500
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _server_message(exc: openai.APIStatusError) -> str:
-    """The reason the server gave, from an OpenAI-style error body or its plain text."""
-    body = exc.body
-    if isinstance(body, dict):
-        for key in ("message", "detail", "error"):
-            value = body.get(key)
-            if isinstance(value, str) and value.strip():
-                return _one_line(value)
-        return _one_line(str(body))
-    if isinstance(body, str) and body.strip():
-        return _one_line(body)
-    return exc.response.reason_phrase or "no reason given"
-
-
-def _retry_after(headers: Any) -> float | None:
-    """Seconds the server asked us to wait (`retry-after-ms`, or `Retry-After` in seconds or
-    as an HTTP date), if it did."""
-    value = headers.get("retry-after-ms")
-    if value:
-        try:
-            return max(0.0, float(value) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _redacted(url: str) -> str:
-    """`url` without any user:password part, for messages."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url.rstrip("/")
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit(parts._replace(netloc=netloc)).rstrip("/")
-
-
-class _Retry(Exception):
-    """An attempt failed in a way worth another try."""
-
-    def __init__(self, reason: str, wait: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.wait = wait
-
 
 class OpenAIEmbedder:
     """Any OpenAI-compatible `/v1/embeddings` endpoint, through the `openai` SDK.
@@ -254,13 +191,10 @@ class OpenAIEmbedder:
         backoff_base_s: float = 0.5,
         backoff_cap_s: float = 20.0,
     ) -> None:
-        if settings.embedding_model is None or not settings.embedding_model.strip():
-            raise ConfigError(
-                "CARI_EMBEDDING_MODEL is required when CARI_EMBEDDER=openai "
-                "(the model name the embeddings API expects, e.g. text-embedding-3-small)"
-            )
+        check_settings(settings)
+        assert settings.embedding_model is not None  # checked just above
         self.model_name = settings.embedding_model.strip()
-        self.dimension = settings.embedding_dimension  # ConfigError names the setting if unset
+        self.dimension = settings.embedding_dimension
         self.batch_size = settings.embedding_batch_size
         self.max_retries = settings.embedding_max_retries
         self.timeout_s = settings.embedding_timeout_s
@@ -273,7 +207,7 @@ class OpenAIEmbedder:
             timeout=settings.embedding_timeout_s,
             max_retries=0,  # retried here, with our policy and our errors
         )
-        self.endpoint = _redacted(str(self._client.base_url))
+        self.endpoint = redacted(str(self._client.base_url))
         # Document batches pass the gate before queueing for a slot, so at most `concurrency`
         # of them wait on `_slots`: a query queues behind one of those, not a whole backlog.
         self._slots = anyio.Semaphore(settings.embedding_concurrency)
@@ -330,7 +264,7 @@ class OpenAIEmbedder:
         while True:
             try:
                 return await self._attempt(inputs)
-            except _Retry as retry:
+            except Retryable as retry:
                 if attempt >= self.max_retries:
                     tries = f"{attempt + 1} attempt{'s' if attempt else ''}"
                     raise EmbedderUnavailable(
@@ -349,10 +283,10 @@ class OpenAIEmbedder:
         try:
             response = await self._request(inputs)
         except openai.APIStatusError as exc:
-            status, message = exc.status_code, _server_message(exc)
-            if _retryable(status):
-                wait = _retry_after(exc.response.headers)
-                raise _Retry(f"HTTP {status}: {message}", wait) from None
+            status, message = exc.status_code, server_message(exc)
+            if retryable(status):
+                wait = retry_after(exc.response.headers)
+                raise Retryable(f"HTTP {status}: {message}", wait) from None
             if self._send_dimensions and status in (400, 422) and _about_dimensions(message):
                 self._send_dimensions = False  # the model takes no `dimensions`; ask without
                 return await self._attempt(inputs)
@@ -361,14 +295,14 @@ class OpenAIEmbedder:
                 f"(HTTP {status}): {message}"
             ) from None
         except openai.APITimeoutError:
-            raise _Retry(f"no answer within {self.timeout_s:g} s") from None
+            raise Retryable(f"no answer within {self.timeout_s:g} s") from None
         except openai.APIConnectionError as exc:
             detail = str(exc.__cause__ or "") or exc.message
-            raise _Retry(f"cannot connect: {_one_line(detail)}") from None
+            raise Retryable(f"cannot connect: {one_line(detail)}") from None
         except openai.OpenAIError as exc:
             raise EmbedderUnavailable(
                 f"embedding service at {self.endpoint} gave an unusable answer: "
-                f"{_one_line(str(exc))}"
+                f"{one_line(str(exc))}"
             ) from None
         return self._vectors(response, len(inputs))
 
@@ -393,7 +327,7 @@ class OpenAIEmbedder:
         except (AttributeError, TypeError, ValueError) as exc:
             raise EmbedderUnavailable(
                 f"embedding service at {self.endpoint} gave an unusable answer: "
-                f"{_one_line(str(exc))}"
+                f"{one_line(str(exc))}"
             ) from None
         if indices != list(range(expected)):
             raise EmbedderUnavailable(

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import openai
 
-from cari.embed import _one_line, _redacted, _retry_after, _retryable, _server_message
-from cari.errors import CariError
+from cari.errors import LLMUnavailable
+from cari.remote import one_line, redacted, retry_after, retryable, server_message
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -22,10 +22,6 @@ if TYPE_CHECKING:
 # `complete` tries a rate-limited or failing server once more, after Retry-After (capped) or:
 _RETRY_WAIT_S = 1.0
 _RETRY_WAIT_CAP_S = 5.0
-
-
-class LLMUnavailable(CariError):
-    """The language model failed or refused the request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +59,7 @@ class ChatClient:
             timeout=timeout_s,  # for a stream: the longest wait for the next piece
             max_retries=0,  # retried here, with our policy and our errors
         )
-        self.endpoint = _redacted(str(self._client.base_url))
+        self.endpoint = redacted(str(self._client.base_url))
 
     async def complete(self, messages: list[dict[str, str]]) -> tuple[str, Usage]:
         """The whole answer and its usage."""
@@ -77,10 +73,10 @@ class ChatClient:
                     max_tokens=self.max_tokens,
                 )
             except openai.APIStatusError as exc:
-                if retried or not _retryable(exc.status_code):
+                if retried or not retryable(exc.status_code):
                     raise self._unavailable(exc) from None
                 retried = True
-                asked = _retry_after(exc.response.headers)
+                asked = retry_after(exc.response.headers)
                 await anyio.sleep(_RETRY_WAIT_S if asked is None else min(asked, _RETRY_WAIT_CAP_S))
                 continue
             except openai.OpenAIError as exc:
@@ -89,7 +85,7 @@ class ChatClient:
                 text = response.choices[0].message.content or ""
                 return text, _usage(response.usage)
             except (AttributeError, IndexError, TypeError) as exc:
-                raise self._failed(f"unusable answer: {_one_line(str(exc))}") from None
+                raise self._failed(f"unusable answer: {one_line(str(exc))}") from None
 
     async def stream(self, messages: list[dict[str, str]]) -> AsyncIterator[str | Usage]:
         """The answer's text pieces as they arrive, then its `Usage` if the server sent one
@@ -122,7 +118,7 @@ class ChatClient:
         except openai.OpenAIError as exc:
             raise self._unavailable(exc) from None
         except (AttributeError, TypeError) as exc:
-            raise self._failed(f"unusable stream: {_one_line(str(exc))}") from None
+            raise self._failed(f"unusable stream: {one_line(str(exc))}") from None
         finally:
             with anyio.CancelScope(shield=True):  # close even when our task is cancelled
                 await chunks.close()
@@ -141,13 +137,13 @@ class ChatClient:
 
     def _unavailable(self, exc: openai.OpenAIError) -> LLMUnavailable:
         if isinstance(exc, openai.APIStatusError):
-            return self._failed(f"HTTP {exc.status_code}: {_server_message(exc)}")
+            return self._failed(f"HTTP {exc.status_code}: {server_message(exc)}")
         if isinstance(exc, openai.APITimeoutError):
             return self._failed(f"no answer within {self.timeout_s:g} s")
         if isinstance(exc, openai.APIConnectionError):
             detail = str(exc.__cause__ or "") or exc.message
-            return self._failed(f"connection failed: {_one_line(detail)}")
-        return self._failed(f"unusable answer: {_one_line(str(exc))}")
+            return self._failed(f"connection failed: {one_line(detail)}")
+        return self._failed(f"unusable answer: {one_line(str(exc))}")
 
 
 def _messages(messages: list[dict[str, str]]) -> list[ChatCompletionMessageParam]:

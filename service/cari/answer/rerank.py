@@ -14,12 +14,8 @@ from typing import Any, TypeGuard
 
 import httpx
 
-from cari.embed import _one_line, _redacted
-from cari.errors import CariError
-
-
-class RerankUnavailable(CariError):
-    """The reranker failed, refused the request or gave an unusable answer."""
+from cari.errors import RerankUnavailable
+from cari.remote import one_line, redacted
 
 
 class Reranker:
@@ -29,7 +25,7 @@ class Reranker:
         self.model = model
         self.timeout_s = timeout_s
         self.url = base_url.rstrip("/") + "/rerank"
-        self.endpoint = _redacted(self.url)
+        self.endpoint = redacted(self.url)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(headers=headers, timeout=timeout_s)
 
@@ -52,7 +48,7 @@ class Reranker:
         except httpx.TimeoutException:
             raise self._failed(f"no answer within {self.timeout_s:g} s") from None
         except httpx.HTTPError as exc:
-            raise self._failed(f"connection failed: {_one_line(str(exc) or repr(exc))}") from None
+            raise self._failed(f"connection failed: {one_line(str(exc) or repr(exc))}") from None
         if response.status_code != 200:
             raise self._failed(f"HTTP {response.status_code}: {_reason(response)}")
         try:
@@ -72,7 +68,7 @@ class Reranker:
         seen: set[int] = set()
         for result in results:
             if not isinstance(result, dict):
-                raise self._failed(f"invalid result {_one_line(repr(result), 80)}")
+                raise self._failed(f"invalid result {one_line(repr(result), 80)}")
             index, score = result.get("index"), result.get("relevance_score")
             if not _index(index, count) or index in seen:
                 raise self._failed(f"invalid document index {index!r} for {count} documents")
@@ -103,7 +99,7 @@ def _reason(response: httpx.Response) -> str:
     try:
         body = response.json()
     except ValueError:
-        return _one_line(response.text) or response.reason_phrase or "no reason given"
+        return one_line(response.text) or response.reason_phrase or "no reason given"
     if isinstance(body, dict):
         error = body.get("error")
         for value in (
@@ -112,5 +108,5 @@ def _reason(response: httpx.Response) -> str:
             body.get("detail"),
         ):
             if isinstance(value, str) and value.strip():
-                return _one_line(value)
-    return _one_line(str(body))
+                return one_line(value)
+    return one_line(str(body))

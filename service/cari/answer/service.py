@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 from psycopg_pool import AsyncConnectionPool
@@ -35,10 +35,11 @@ from cari.answer.citations import (
     detect_language,
 )
 from cari.answer.extractive import extractive_answer
-from cari.answer.llm import ChatClient, LLMUnavailable, Usage
-from cari.answer.rerank import Reranker, RerankUnavailable
-from cari.search.engine import Mode, RetrieverHit, Searcher, SearchRequest, SearchResult
-from cari.settings import Settings
+from cari.answer.llm import ChatClient, Usage
+from cari.answer.rerank import Reranker
+from cari.errors import LLMUnavailable, RerankUnavailable
+from cari.limits import Mode, QueryText, Threshold, TopK
+from cari.search.engine import RetrieverHit, Searcher, SearchRequest, SearchResult
 
 EXTRACTIVE = "extractive"
 
@@ -46,10 +47,10 @@ EXTRACTIVE = "extractive"
 class AnswerRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A question; unset fields take the collection's (or the server's) defaults."""
 
-    query: Annotated[str, msgspec.Meta(max_length=4000)]
+    query: QueryText
     mode: Mode | None = None
-    top_k: Annotated[int, msgspec.Meta(ge=1, le=50)] | None = None
-    threshold: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
+    top_k: TopK | None = None
+    threshold: Threshold | None = None
     filters: dict[str, Any] | None = None
     rerank: bool = True  # when a reranker is configured
     stream: bool = False
@@ -93,38 +94,23 @@ class Prepared:
 
 
 class Answerer:
-    def __init__(self, pool: AsyncConnectionPool, searcher: Searcher, settings: Settings) -> None:
+    """Answers questions from the searcher's results, with the chat model and reranker it is
+    given (either may be None). It does not own them: the runtime closes them."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        searcher: Searcher,
+        *,
+        chat: ChatClient | None,
+        reranker: Reranker | None,
+        rerank_candidates: int,
+    ) -> None:
         self.pool = pool
         self.searcher = searcher
-        self.chat = (
-            ChatClient(
-                base_url=settings.llm_base_url,
-                model=settings.llm_model,
-                api_key=settings.llm_api_key,
-                temperature=settings.llm_temperature,
-                max_tokens=settings.llm_max_tokens,
-                timeout_s=settings.llm_timeout_s,
-            )
-            if settings.llm_base_url and settings.llm_model
-            else None
-        )
-        self.reranker = (
-            Reranker(
-                base_url=settings.rerank_base_url,
-                model=settings.rerank_model,
-                api_key=settings.rerank_api_key,
-                timeout_s=settings.rerank_timeout_s,
-            )
-            if settings.rerank_base_url and settings.rerank_model
-            else None
-        )
-        self.rerank_candidates = settings.rerank_candidates
-
-    async def aclose(self) -> None:
-        if self.chat is not None:
-            await self.chat.aclose()
-        if self.reranker is not None:
-            await self.reranker.aclose()
+        self.chat = chat
+        self.reranker = reranker
+        self.rerank_candidates = rerank_candidates
 
     async def prepare(self, collection_name: str, request: AnswerRequest) -> Prepared:
         started = time.perf_counter()

@@ -15,6 +15,7 @@ from litestar.response import Response, ServerSentEvent, ServerSentEventMessage
 
 from cari import collection as collections
 from cari.answer.service import Answerer, AnswerRequest, Prepared
+from cari.search import tool as search_tool
 
 Conn = NamedDependency[psycopg.AsyncConnection[Any]]
 EVENT_STREAM = "text/event-stream"
@@ -58,41 +59,4 @@ async def _messages(
     tags=["answer"],
 )
 async def tool(conn: Conn, collection: FromPath[str]) -> dict[str, Any]:
-    found = await collections.get(conn, collection)
-    return {
-        "type": "function",
-        "function": {
-            "name": f"search_{found.name.replace('-', '_')}"[:64],
-            "description": (
-                f"Search the '{found.name}' knowledge base (hybrid keyword and semantic search) "
-                "and return its most relevant passages, catalog items and computed installments, "
-                "each with an id to cite. Call it with the user's question in their own words. "
-                f"HTTP: POST /v1/collections/{found.name}/search with these arguments as JSON."
-            ),
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "The question or keywords."},
-                    "top_k": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": 50,
-                        "description": f"How many results (default {found.top_k}).",
-                    },
-                    "mode": {
-                        "type": "string",
-                        "enum": ["hybrid", "vector", "keyword"],
-                        "description": "keyword for exact codes and names, vector for meaning; "
-                        f"default {found.search_mode}.",
-                    },
-                    "filters": {
-                        "type": "object",
-                        "description": 'Optional: {"metadata": {"key": value}, '
-                        '"document_ids": ["..."]}.',
-                    },
-                },
-                "required": ["query"],
-                "additionalProperties": False,
-            },
-        },
-    }
+    return search_tool.definition(await collections.get(conn, collection))

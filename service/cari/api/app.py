@@ -9,7 +9,6 @@ from typing import Any
 
 import anyio
 import psycopg
-from anyio import to_thread
 from litestar import Litestar, MediaType, Request, Response, Router
 from litestar.datastructures import State
 from litestar.di import Provide
@@ -19,9 +18,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 import cari
-from cari import db, migrations
-from cari.answer.llm import LLMUnavailable
-from cari.answer.service import Answerer
+from cari import migrations, runtime
 from cari.api.answer import answer, tool
 from cari.api.auth import require_api_key
 from cari.api.catalog import CatalogController, FinancingRatesController
@@ -29,17 +26,16 @@ from cari.api.collections import CollectionsController
 from cari.api.documents import DocumentsController
 from cari.api.health import healthz, readyz
 from cari.api.search import search
-from cari.embed import make_embedder
 from cari.errors import (
     CariError,
     Conflict,
     DatabaseUnavailable,
     EmbedderUnavailable,
     InvalidInput,
+    LLMUnavailable,
     NotFound,
 )
-from cari.ingest.pipeline import Ingestor, backfill_embeddings
-from cari.search.engine import Searcher
+from cari.ingest.pipeline import backfill_embeddings
 from cari.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -83,29 +79,23 @@ def bad_value(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[
 
 def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
     """Build the app. Without `dsn`, the database is located (or started) at startup."""
-    # Made here, not in the lifespan, so a configuration error stops `cari serve` in one line.
-    embedder = make_embedder(settings)
+    # Checked here, not in the lifespan, so a configuration error stops `cari serve` in one line.
+    runtime.check(settings)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        location = dsn if dsn is not None else await to_thread.run_sync(db.database_url, settings)
-        pool = db.make_pool(location, settings)
-        # Do not wait: /readyz reports an unreachable database instead of the app failing.
-        await pool.open(wait=False)
-        app.state.pool = pool
-        app.state.ingestor = Ingestor(pool, embedder, settings)
-        app.state.searcher = Searcher(pool, embedder, settings)
-        app.state.answerer = Answerer(pool, app.state.searcher, settings)
-        try:
+        # Do not wait for the pool: /readyz reports an unreachable database instead of the app
+        # failing to start.
+        async with runtime.open_runtime(settings, dsn=dsn, wait=False) as rt:
+            app.state.pool = rt.pool
+            app.state.ingestor = rt.ingestor
+            app.state.searcher = rt.searcher
+            app.state.answerer = rt.answerer
             async with anyio.create_task_group() as tasks:
                 if settings.reembed_interval_s > 0:
-                    tasks.start_soon(backfill_embeddings, pool, embedder, settings)
+                    tasks.start_soon(backfill_embeddings, rt.pool, rt.embedder, settings)
                 yield
                 tasks.cancel_scope.cancel()
-        finally:
-            await app.state.answerer.aclose()
-            await embedder.aclose()
-            await pool.close()
 
     v1 = Router(
         path="/v1",

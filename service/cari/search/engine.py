@@ -19,7 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 import numpy as np
@@ -29,18 +29,27 @@ from psycopg_pool import AsyncConnectionPool
 
 from cari.embed import Embedder
 from cari.errors import EmbedderUnavailable, InvalidInput, NotFound
+from cari.limits import (
+    Candidates,
+    EfSearch,
+    Method,
+    Mode,
+    QueryText,
+    RrfK,
+    Threshold,
+    TopK,
+    Weight,
+)
 from cari.queries import query
 from cari.search import bm25, relevance, structured
 from cari.search import intent as intents
 from cari.search.decompose import CollectionVocabulary, Decomposition, decompose, propose
 from cari.search.filters import compile_filters
-from cari.search.fusion import Candidate, Fused, Method, fuse
+from cari.search.fusion import Candidate, Fused, fuse
 from cari.search.router import Keywords, Router, Routing
 from cari.settings import Settings
 
-Mode = Literal["hybrid", "vector", "keyword"]
 Kind = Literal["chunk", "catalog", "financing"]
-Weight = Annotated[float, msgspec.Meta(ge=0, le=100)]
 T = TypeVar("T")
 EVIDENCE_DEPTH = 10  # fused chunks weighed per sub-query, at least: room for the threshold
 
@@ -48,16 +57,16 @@ EVIDENCE_DEPTH = 10  # fused chunks weighed per sub-query, at least: room for th
 class SearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A search; unset fields take the collection's (or the server's) defaults."""
 
-    query: Annotated[str, msgspec.Meta(max_length=4000)]
+    query: QueryText
     mode: Mode | None = None
     fusion: Method | None = None
-    top_k: Annotated[int, msgspec.Meta(ge=1, le=50)] | None = None
-    threshold: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
-    candidates: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None
-    ef_search: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None
+    top_k: TopK | None = None
+    threshold: Threshold | None = None
+    candidates: Candidates | None = None
+    ef_search: EfSearch | None = None
     vector_weight: Weight | None = None
     keyword_weight: Weight | None = None
-    rrf_k: Annotated[int, msgspec.Meta(ge=1, le=10_000)] | None = None
+    rrf_k: RrfK | None = None
     filters: dict[str, Any] | None = None
     decompose: bool = True
     structured: bool = True

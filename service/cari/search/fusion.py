@@ -16,9 +16,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
-Method = Literal["rrf", "minmax", "zscore"]
+from cari.limits import Method
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,29 +1,24 @@
 """`cari catalog` and `cari rates`: load structured sources from CSV or JSON Lines, list them.
 
 An import is all or nothing: every row of every file is checked first, and any bad row is
-reported as FILE:LINE with nothing written (exit status 1). The heavy modules are imported when
-a command runs, so that registering these commands costs `cari` nothing at start-up.
+reported as FILE:LINE with nothing written (exit status 1).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from functools import wraps
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
+
+from cari.cli.common import print_table, run, user_errors
 
 if TYPE_CHECKING:
     from decimal import Decimal
 
-    from psycopg_pool import AsyncConnectionPool
-
+    from cari.catalog import store
     from cari.catalog.imports import Format
-    from cari.settings import Settings
-
-P = ParamSpec("P")
-R = TypeVar("R")
+    from cari.runtime import Runtime
 
 FILES = click.argument(
     "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, allow_dash=True)
@@ -37,51 +32,12 @@ FORMAT = click.option(
 )
 
 
-def user_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """`cari.cli.user_errors`, looked up when the command runs: `cari.cli` imports this module."""
-
-    @wraps(func)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        from cari.cli import user_errors as one_line_errors
-
-        return one_line_errors(func)(*args, **kwargs)
-
-    return wrapper
-
-
-def _run(work: Callable[[AsyncConnectionPool, Settings], Awaitable[R]]) -> R:
-    """`work` with a pool on the migrated database."""
-    from cari import db
-    from cari.cli import _migrated_database, _settings
-
-    settings = _settings()
-    dsn = _migrated_database(settings)
-
-    async def run() -> R:
-        async with db.make_pool(dsn, settings) as pool:
-            return await work(pool, settings)
-
-    return asyncio.run(run())
-
-
 def _stop_on(errors: Sequence[str]) -> None:
     if errors:
         for error in errors:
             click.echo(error, err=True)
         click.echo(f"{len(errors)} bad rows: nothing written", err=True)
         raise SystemExit(1)
-
-
-def _print_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table()
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    Console().print(table)
 
 
 @click.group(help="Products (price, specs) that pricing and specs questions are answered from.")
@@ -104,21 +60,20 @@ def catalog() -> None:
 @user_errors
 def import_catalog(files: tuple[str, ...], collection: str, fmt: Format | None) -> None:
     from cari.catalog import imports, store
-    from cari.embed import make_embedder
 
     loaded = imports.load_catalog(files, fmt)
     _stop_on(loaded.errors)
 
-    async def work(pool: AsyncConnectionPool, settings: Settings) -> list[store.ItemResult]:
-        embedder = make_embedder(settings)
-        try:
-            return await store.import_items(
-                pool, embedder, collection, loaded.items, batch_size=settings.max_batch_documents
-            )
-        finally:
-            await embedder.aclose()
+    async def work(rt: Runtime) -> list[store.ItemResult]:
+        return await store.import_items(
+            rt.pool,
+            rt.embedder,
+            collection,
+            loaded.items,
+            batch_size=rt.settings.max_batch_documents,
+        )
 
-    results = _run(work)
+    results = run(work)
     created = sum(result.status == "created" for result in results)
     click.echo(f"{collection}: {created} items created, {len(results) - created} updated")
 
@@ -131,11 +86,11 @@ def import_catalog(files: tuple[str, ...], collection: str, fmt: Format | None) 
 def list_catalog(collection: str, limit: int, offset: int) -> None:
     from cari.catalog import store
 
-    async def work(pool: AsyncConnectionPool, _: Settings) -> list[store.CatalogItem]:
-        async with pool.connection() as conn:
+    async def work(rt: Runtime) -> list[store.CatalogItem]:
+        async with rt.pool.connection() as conn:
             return await store.list_items(conn, collection, limit=limit, offset=offset)
 
-    _print_table(
+    print_table(
         ("sku", "name", "variant", "price", "attributes"),
         [
             (
@@ -145,7 +100,7 @@ def list_catalog(collection: str, limit: int, offset: int) -> None:
                 "" if item.price is None else f"{item.currency} {item.price:,}",
                 "; ".join(f"{k}: {store.spec_text(v)}" for k, v in item.attributes.items()),
             )
-            for item in _run(work)
+            for item in run(work)
         ],
     )
 
@@ -172,11 +127,11 @@ def import_rates(files: tuple[str, ...], collection: str, fmt: Format | None) ->
     loaded = imports.load_rates(files, fmt)
     _stop_on(loaded.errors)
 
-    async def work(pool: AsyncConnectionPool, _: Settings) -> list[store.RateResult]:
-        async with pool.connection() as conn:
+    async def work(rt: Runtime) -> list[store.RateResult]:
+        async with rt.pool.connection() as conn:
             return await store.import_rates(conn, collection, loaded.items)
 
-    results = _run(work)
+    results = run(work)
     created = sum(result.status == "created" for result in results)
     click.echo(f"{collection}: {created} rates created, {len(results) - created} updated")
 
@@ -187,11 +142,11 @@ def import_rates(files: tuple[str, ...], collection: str, fmt: Format | None) ->
 def list_rates(collection: str) -> None:
     from cari.catalog import store
 
-    async def work(pool: AsyncConnectionPool, _: Settings) -> list[store.FinancingRate]:
-        async with pool.connection() as conn:
+    async def work(rt: Runtime) -> list[store.FinancingRate]:
+        async with rt.pool.connection() as conn:
             return await store.list_rates(conn, collection)
 
-    _print_table(
+    print_table(
         ("provider", "tenor", "rate/year", "type", "min. down payment"),
         [
             (
@@ -201,7 +156,7 @@ def list_rates(collection: str) -> None:
                 rate.rate_type,
                 f"{_percent(rate.min_down_payment)} %",
             )
-            for rate in _run(work)
+            for rate in run(work)
         ],
     )
 

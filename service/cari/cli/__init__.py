@@ -1,0 +1,30 @@
+"""The `cari` command: the group, and the commands by subject in the modules beside this one.
+Each command validates its options, calls the core in a runtime and reports; a user error is
+one line and exit status 1 (`common.user_errors`)."""
+
+from __future__ import annotations
+
+import click
+
+from cari.cli import bm25, catalog, documents, search, server
+
+
+@click.group(help="Cari: hybrid search and RAG where all retrieval lives in PostgreSQL.")
+@click.version_option(package_name="cari")
+def main() -> None:
+    pass
+
+
+for command in (
+    server.serve,
+    server.migrate,
+    server.db_group,
+    documents.ingest,
+    documents.reembed,
+    search.search,
+    search.ask,
+    bm25.bm25,
+    catalog.catalog,
+    catalog.rates,
+):
+    main.add_command(command)

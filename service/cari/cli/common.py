@@ -1,0 +1,104 @@
+"""What every `cari` command shares: one-line user errors, the settings, the migrated-database
+step and a runtime to work in.
+
+Commands import the heavy modules (the runtime, the search engine, the model) when they run,
+so that `cari --help` and the commands that need none of them start at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from functools import wraps
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+import click
+
+from cari import db, migrations
+from cari.errors import CariError
+from cari.limits import bounds, choices
+from cari.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from cari.runtime import Runtime
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def user_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn Cari's user-facing errors into a one-line message and exit status 1."""
+
+    @wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except CariError as exc:
+            raise click.ClickException(exc.message) from None
+
+    return wrapper
+
+
+def settings(**overrides: object) -> Settings:
+    """The settings, with the options the user gave (None: not given) over the environment."""
+    return load_settings(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def ready_database(settings: Settings) -> str:
+    """The DSN of a database that answers (the embedded server started if it is the one)."""
+    dsn = db.database_url(settings)
+    db.check_reachable(dsn)
+    return dsn
+
+
+def migrated_database(settings: Settings) -> str:
+    """A reachable database at the latest schema, checked against the embedder's width."""
+    dsn = ready_database(settings)
+    migrations.upgrade(dsn, settings)
+    db.check_embedding_dimension(dsn, settings)
+    migrations.ensure_vector_indexes(dsn, settings)
+    return dsn
+
+
+def run(work: Callable[[Runtime], Awaitable[R]], settings: Settings | None = None) -> R:
+    """`work` in a runtime on the migrated database, closed when it returns."""
+    from cari.runtime import check, open_runtime
+
+    settings = settings or load_settings()
+    check(settings)
+    dsn = migrated_database(settings)
+
+    async def main() -> R:
+        async with open_runtime(settings, dsn=dsn) as rt:
+            return await work(rt)
+
+    return asyncio.run(main())
+
+
+def choice(literal: Any) -> click.Choice[str]:
+    """An option's choices from the request type's `Literal`."""
+    return click.Choice(choices(literal))
+
+
+def int_range(annotated: Any) -> click.IntRange:
+    """An integer option's range from the request type's bounds."""
+    least, greatest = bounds(annotated)
+    return click.IntRange(least, greatest)
+
+
+def float_range(annotated: Any) -> click.FloatRange:
+    """A number option's range from the request type's bounds."""
+    least, greatest = bounds(annotated)
+    return click.FloatRange(least, greatest)
+
+
+def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table()
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)

@@ -1,0 +1,204 @@
+"""`cari ingest` and `cari reembed`: documents in, vectors filled in."""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import TYPE_CHECKING
+
+import click
+
+from cari.cli.common import run, settings, user_errors
+from cari.ingest import files
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from cari.ingest import store
+    from cari.ingest.bulk import Tally
+    from cari.runtime import Runtime
+
+
+@click.command(help="Ingest files, folders, globs, or JSON Lines from stdin ('-').")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("-c", "--collection", required=True, help="Collection to ingest into.")
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Create the collection if it does not exist (with --language).",
+)
+@click.option("--language", default="simple", show_default=True, help="Language for --create.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 10_000),
+    default=32,
+    show_default=True,
+    help="Documents per transaction.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 32),
+    default=2,
+    show_default=True,
+    help="Batches in flight at once.",
+)
+@click.option(
+    "--bulk",
+    is_flag=True,
+    help="Drop the vector index during the load and rebuild it once at the end: much faster "
+    "for large loads; vector searches meanwhile scan exactly (slower).",
+)
+@user_errors
+def ingest(
+    paths: tuple[str, ...],
+    collection: str,
+    create: bool,
+    language: str,
+    batch_size: int,
+    workers: int,
+    bulk: bool,
+) -> None:
+    config = settings()
+    sources = files.expand(paths)
+
+    async def work(rt: Runtime) -> Tally:
+        return await _ingest(
+            rt,
+            collection,
+            sources,
+            create_language=language if create else None,
+            batch_size=batch_size,
+            workers=workers,
+            defer_index=bulk,
+        )
+
+    if run(work, config).failures:
+        raise SystemExit(1)
+
+
+@click.command(help="Embed chunks stored without vectors (e.g. while the embedder was down).")
+@click.option("-c", "--collection", help="Only this collection.")
+@click.option(
+    "--all",
+    "everything",
+    is_flag=True,
+    help="Re-embed every chunk of --collection (after changing the model).",
+)
+@user_errors
+def reembed(collection: str | None, everything: bool) -> None:
+    if everything and collection is None:
+        raise click.UsageError("--all needs --collection")
+
+    async def work(rt: Runtime) -> int:
+        from cari.ingest import pipeline, store
+
+        ref = None
+        if collection is not None:
+            async with rt.pool.connection() as conn:
+                ref = await store.collection_ref(conn, collection)
+        click.echo("embedding…", err=True)
+        return await pipeline.reembed(
+            rt.pool,
+            rt.embedder,
+            collection=ref,
+            everything=everything,
+            batch_size=rt.settings.embedding_batch_size,
+        )
+
+    click.echo(f"embedded {run(work)} chunks")
+
+
+async def _ingest(
+    rt: Runtime,
+    collection: str,
+    sources: Sequence[files.Source],
+    *,
+    create_language: str | None,
+    batch_size: int,
+    workers: int,
+    defer_index: bool,
+) -> Tally:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from cari.ingest.bulk import ingest_sources
+
+    total = None if any(s.path is None for s in sources) else sum(s.size or 0 for s in sources)
+    async with rt.pool.connection() as conn:
+        await _ensure_collection(conn, collection, create_language)
+    started = time.monotonic()
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[documents]} docs · {task.fields[chunks]} chunks"),
+        TextColumn("· {task.fields[rate]:.1f} chunks/s"),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    ) as progress:
+        task = progress.add_task(
+            f"ingest → {collection}", total=total, documents=0, chunks=0, rate=0.0
+        )
+
+        def show(tally: Tally) -> None:
+            elapsed = max(time.monotonic() - started, 1e-6)
+            progress.update(
+                task,
+                completed=tally.bytes_read,
+                documents=tally.documents,
+                chunks=tally.chunks,
+                rate=tally.chunks / elapsed,
+            )
+
+        tally = await ingest_sources(
+            rt.ingestor,
+            collection,
+            sources,
+            batch_size=batch_size,
+            workers=workers,
+            defer_index=defer_index,
+            on_progress=show,
+        )
+        progress.update(task, completed=total or tally.bytes_read)
+        show(tally)
+    _summarize(tally, time.monotonic() - started)
+    return tally
+
+
+async def _ensure_collection(conn: store.Conn, name: str, create_language: str | None) -> None:
+    from cari import collection as collections
+    from cari.errors import NotFound
+    from cari.ingest import store
+
+    try:
+        await store.collection_ref(conn, name)
+    except NotFound:
+        if create_language is None:
+            raise NotFound(
+                f"collection '{name}' does not exist: add --create (and --language) "
+                "or create it with POST /v1/collections"
+            ) from None
+        await collections.create(
+            conn, collections.CollectionCreate(name=name, language=create_language)
+        )
+
+
+def _summarize(tally: Tally, seconds: float) -> None:
+    rate = tally.chunks / seconds if seconds > 0 else 0.0
+    say = partial(click.echo, err=True)
+    say(
+        f"{tally.documents} documents ({tally.created} new, {tally.updated} updated, "
+        f"{tally.unchanged} unchanged), {tally.chunks} chunks in {seconds:.1f} s "
+        f"({rate:.1f} chunks/s)"
+    )
+    for warning in tally.warnings:
+        say(f"warning: {warning}")
+    if tally.not_embedded:
+        say(
+            f"{tally.not_embedded} chunks are stored without vectors: run `cari reembed` "
+            "(a running server does it by itself)"
+        )
+    if tally.failures:
+        say(f"{len(tally.failures)} failed:")
+        for failure in tally.failures:
+            say(f"  {failure.where}: {failure.reason}")

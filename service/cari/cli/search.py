@@ -1,0 +1,143 @@
+"""`cari search` and `cari ask`: the search pipeline and cited answers, in the terminal."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import click
+
+from cari.cli.common import choice, float_range, int_range, run, user_errors
+from cari.limits import Method, Mode, Threshold, TopK
+
+if TYPE_CHECKING:
+    from cari.runtime import Runtime
+    from cari.search.engine import SearchResponse
+
+
+@click.command(help="Search a collection.")
+@click.argument("query")
+@click.option("-c", "--collection", required=True, help="Collection to search.")
+@click.option("--mode", type=choice(Mode), help="Search mode.")
+@click.option("--fusion", type=choice(Method), help="How hybrid fuses the lists.")
+@click.option("--top-k", type=int_range(TopK), help="Results to return.")
+@click.option(
+    "--threshold",
+    type=float_range(Threshold),
+    help="Least relevance (0-1) a result needs; 0 keeps everything.",
+)
+@click.option(
+    "--no-decompose", is_flag=True, help="Search the question whole, even if it compares things."
+)
+@click.option("--explain", is_flag=True, help="Show the plan and per-stage timings.")
+@click.option("--json", "as_json", is_flag=True, help="Print the response as JSON.")
+@user_errors
+def search(
+    query: str,
+    collection: str,
+    mode: Mode | None,
+    fusion: Method | None,
+    top_k: int | None,
+    threshold: float | None,
+    no_decompose: bool,
+    explain: bool,
+    as_json: bool,
+) -> None:
+    import msgspec
+
+    from cari.search.engine import SearchRequest
+
+    request = SearchRequest(
+        query=query,
+        mode=mode,
+        fusion=fusion,
+        top_k=top_k,
+        threshold=threshold,
+        decompose=not no_decompose,
+        explain=explain,
+    )
+
+    async def work(rt: Runtime) -> SearchResponse:
+        return await rt.searcher.search(collection, request)
+
+    response = run(work)
+    if as_json:
+        click.echo(msgspec.json.encode(response).decode())
+    else:
+        _print_results(response)
+
+
+@click.command(help="Answer a question from a collection, citing its sources [1], [2], ...")
+@click.argument("question")
+@click.option("-c", "--collection", required=True, help="Collection to answer from.")
+@click.option("--top-k", type=int_range(TopK), help="Sources to answer from.")
+@click.option(
+    "--threshold", type=float_range(Threshold), help="Least relevance (0-1) a source needs."
+)
+@click.option("--no-rerank", is_flag=True, help="Skip the configured reranker.")
+@click.option("--json", "as_json", is_flag=True, help="Print the events as JSON Lines.")
+@user_errors
+def ask(
+    question: str,
+    collection: str,
+    top_k: int | None,
+    threshold: float | None,
+    no_rerank: bool,
+    as_json: bool,
+) -> None:
+    """Print the answer as it is written, then its numbered sources (or the events as JSON
+    Lines, one per event)."""
+    from cari.answer.service import AnswerRequest
+
+    request = AnswerRequest(query=question, top_k=top_k, threshold=threshold, rerank=not no_rerank)
+
+    async def work(rt: Runtime) -> None:
+        prepared = await rt.answerer.prepare(collection, request)
+        async for event in rt.answerer.events(prepared):
+            if as_json:
+                click.echo(json.dumps({"event": event.name, "data": event.data}))
+            elif event.name == "llm_chunk":
+                click.echo(event.data["text"], nl=False)
+            elif event.name == "citations":
+                click.echo()
+                for number, cited in event.data["citations"].items():
+                    where = cited["document_id"] or cited["id"]
+                    click.echo(f"[{number}] {cited['title'] or where} ({where})")
+            elif event.name == "metadata":
+                for warning in event.data["warnings"]:
+                    click.echo(f"warning: {warning}", err=True)
+            elif event.name == "error":
+                raise click.ClickException(event.data["message"])
+
+    run(work)
+
+
+def _print_results(response: SearchResponse) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if len(response.sub_queries) > 1:
+        click.echo("sub-queries: " + " | ".join(response.sub_queries))
+    if response.intents != ["knowledge"]:
+        click.echo("intents: " + ", ".join(response.intents))
+    table = Table(show_lines=False)
+    for column in ("#", "relevance", "score", "source", "title", "text"):
+        table.add_column(column, overflow="fold")
+    for rank, result in enumerate(response.results, 1):
+        snippet = " ".join(result.content.split())
+        table.add_row(
+            str(rank),
+            f"{result.relevance:.2f}",
+            f"{result.score:.4f}",
+            result.document_id or result.id,
+            result.title,
+            snippet[:160] + ("…" if len(snippet) > 160 else ""),
+        )
+    console.print(table)
+    if not response.results:
+        click.echo("no result passed the relevance threshold", err=True)
+    for warning in response.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if response.explain is not None:
+        console.print_json(data=response.explain)

@@ -1,0 +1,94 @@
+"""`cari serve`, `cari migrate` and `cari db`: the server, its schema and its database."""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import click
+
+from cari import db, embedded, migrations
+from cari.cli.common import migrated_database, ready_database, settings, user_errors
+from cari.errors import CariError
+
+
+@click.command(help="Migrate the database, then serve the HTTP API.")
+@click.option("--host", help="Address to listen on (default: CARI_HOST or 127.0.0.1).")
+@click.option("--port", type=int, help="Port to listen on (default: CARI_PORT or 8000).")
+@click.option(
+    "--allow-unauthenticated",
+    is_flag=True,
+    default=None,
+    help="Serve without API keys on a non-loopback address.",
+)
+@user_errors
+def serve(host: str | None, port: int | None, allow_unauthenticated: bool | None) -> None:
+    import uvicorn
+
+    from cari.api import create_app
+
+    config = settings(host=host, port=port, allow_unauthenticated=allow_unauthenticated)
+    config.check_bind(config.host)
+    dsn = migrated_database(config)
+    app = create_app(config, dsn)
+    where = "external server" if config.database_url else f"embedded, data in {config.data_dir}"
+    access = "API keys required" if config.api_keys else "no API keys (open API)"
+    click.echo(f"cari: database {where}; {access}", err=True)
+    # Uvicorn re-raises SIGTERM after its graceful shutdown; exiting normally instead lets the
+    # embedded server be stopped when this was its last user.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    uvicorn.run(app, host=config.host, port=config.port)
+
+
+@click.command(help="Upgrade the database schema (or downgrade with --downgrade).")
+@click.option("--revision", default="head", show_default=True, help="Revision to upgrade to.")
+@click.option("--downgrade", "down_to", metavar="REVISION", help="Downgrade to REVISION ('base').")
+@click.option(
+    "--resize-embeddings",
+    is_flag=True,
+    help="Widen or narrow the vector columns to the configured embedder's dimension; "
+    "existing vectors are dropped, then `cari reembed` recomputes them.",
+)
+@user_errors
+def migrate(revision: str, down_to: str | None, resize_embeddings: bool) -> None:
+    config = settings()
+    dsn = ready_database(config)
+    if down_to is not None:
+        migrations.downgrade(dsn, config, down_to)
+        click.echo(f"downgraded to {down_to}")
+        return
+    migrations.upgrade(dsn, config, revision)
+    click.echo(f"upgraded to {revision}")
+    if resize_embeddings:
+        migrations.resize_embeddings(dsn, config)
+        click.echo(
+            f"embedding columns now hold {config.embedding_dimension} dimensions; "
+            "run `cari reembed` to compute the vectors"
+        )
+
+
+@click.group(name="db", help="Look inside the database.")
+def db_group() -> None:
+    pass
+
+
+@db_group.command(help="Print a DSN that psql can use (starts the embedded server if needed).")
+@user_errors
+def url() -> None:
+    config = settings()
+    if config.database_url is not None:
+        click.echo(config.database_url)
+        return
+    # The embedded server stays up after this command so the DSN remains usable;
+    # `cari db stop` stops it.
+    click.echo(db.database_url(config, keep_running=True))
+
+
+@db_group.command(help="Stop the embedded server.")
+@user_errors
+def stop() -> None:
+    config = settings()
+    if config.database_url is not None:
+        raise CariError("DATABASE_URL is set: Cari does not manage that server")
+    stopped = embedded.stop(config.data_dir)
+    click.echo("stopped" if stopped else "not running", err=not stopped)

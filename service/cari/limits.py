@@ -1,0 +1,32 @@
+"""Every request limit and choice, in one place: the HTTP structs use these types, and the CLI's
+options and the search tool's schema are derived from them, so the three cannot disagree."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, get_args
+
+import msgspec
+
+Mode = Literal["hybrid", "vector", "keyword"]
+Method = Literal["rrf", "minmax", "zscore"]  # how hybrid search fuses its two lists
+
+QueryText = Annotated[str, msgspec.Meta(max_length=4000)]
+TopK = Annotated[int, msgspec.Meta(ge=1, le=50)]
+Threshold = Annotated[float, msgspec.Meta(ge=0, le=1)]
+Weight = Annotated[float, msgspec.Meta(ge=0, le=100)]
+RrfK = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
+Candidates = Annotated[int, msgspec.Meta(ge=1, le=1000)]
+EfSearch = Annotated[int, msgspec.Meta(ge=1, le=1000)]
+
+
+def choices(literal: Any) -> tuple[str, ...]:
+    """The values a `Literal` type allows, in order."""
+    return tuple(str(value) for value in get_args(literal))
+
+
+def bounds(annotated: Any) -> tuple[Any, Any]:
+    """The (least, greatest) value an `Annotated[number, msgspec.Meta(ge=…, le=…)]` allows."""
+    for meta in get_args(annotated)[1:]:
+        if isinstance(meta, msgspec.Meta):
+            return meta.ge, meta.le
+    raise TypeError(f"{annotated!r} carries no msgspec.Meta bounds")

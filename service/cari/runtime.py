@@ -1,0 +1,155 @@
+"""The composition root: everything a Cari process works with, built and closed in one place.
+
+    async with open_runtime(settings) as rt:
+        response = await rt.searcher.search("faq", request)
+
+The HTTP lifespan, every CLI command and every benchmark open a runtime; nothing else builds
+the connection pool, the embedder, the chat and rerank clients, or the searcher, ingestor and
+answerer on them. A new dependency (a replica pool, metrics) is therefore wired here once.
+
+They are closed in the reverse order of building: the answerer's clients, then the embedder,
+then the pool, so nothing is closed under a part that still uses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+import psycopg
+from anyio import to_thread
+from pgvector.psycopg import register_vector_async
+from psycopg_pool import AsyncConnectionPool
+
+from cari import db
+from cari.answer.llm import ChatClient
+from cari.answer.rerank import Reranker
+from cari.answer.service import Answerer
+from cari.embed import Embedder, LocalEmbedder, OpenAIEmbedder, check_settings
+from cari.ingest.pipeline import Ingestor
+from cari.search.engine import Searcher
+from cari.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """What a running Cari works with; valid inside `open_runtime` only."""
+
+    settings: Settings
+    pool: AsyncConnectionPool
+    embedder: Embedder
+    searcher: Searcher
+    ingestor: Ingestor
+    answerer: Answerer
+
+
+def check(settings: Settings) -> None:
+    """Raise ConfigError for settings no runtime can be built from, before anything starts."""
+    check_settings(settings)
+
+
+@asynccontextmanager
+async def open_runtime(
+    settings: Settings,
+    *,
+    dsn: str | None = None,
+    wait: bool = True,
+    wrap_embedder: Callable[[Embedder], Embedder] | None = None,
+) -> AsyncIterator[Runtime]:
+    """Build the runtime on `dsn`, or on the configured database (started if embedded).
+
+    `wait=False` opens the pool without waiting for a connection, so a server can start (and
+    report the database on /readyz) while PostgreSQL is down. `wrap_embedder` puts a layer
+    around the configured embedder, e.g. a benchmark's on-disk cache.
+    """
+    check(settings)
+    location = dsn if dsn is not None else await to_thread.run_sync(db.database_url, settings)
+    async with AsyncExitStack() as stack:
+        pool = make_pool(location, settings)
+        stack.push_async_callback(pool.close)
+        embedder = make_embedder(settings)
+        if wrap_embedder is not None:
+            embedder = wrap_embedder(embedder)
+        stack.push_async_callback(embedder.aclose)
+        chat = _chat_client(settings)
+        if chat is not None:
+            stack.push_async_callback(chat.aclose)
+        reranker = _reranker(settings)
+        if reranker is not None:
+            stack.push_async_callback(reranker.aclose)
+        await pool.open(wait=wait)
+        searcher = Searcher(pool, embedder, settings)
+        yield Runtime(
+            settings=settings,
+            pool=pool,
+            embedder=embedder,
+            searcher=searcher,
+            ingestor=Ingestor(pool, embedder, settings),
+            answerer=Answerer(
+                pool,
+                searcher,
+                chat=chat,
+                reranker=reranker,
+                rerank_candidates=settings.rerank_candidates,
+            ),
+        )
+
+
+def make_embedder(settings: Settings) -> Embedder:
+    """The embedder `CARI_EMBEDDER` names, configured from `settings` (ConfigError if it cannot
+    be)."""
+    if settings.embedder == "openai":
+        return OpenAIEmbedder(settings)
+    return LocalEmbedder.from_settings(settings)
+
+
+async def _configure(conn: psycopg.AsyncConnection[object]) -> None:
+    # Before migrations the type is missing: /readyz reports that, nothing else runs.
+    with contextlib.suppress(psycopg.ProgrammingError):
+        await register_vector_async(conn)
+
+
+def make_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
+    """A closed pool on `dsn` with the service's connection settings; `open_runtime` opens it."""
+    return AsyncConnectionPool(
+        dsn,
+        min_size=settings.pool_min_size,
+        max_size=settings.pool_max_size,
+        timeout=settings.pool_timeout_s,
+        open=False,
+        configure=_configure,
+        # Autocommit: a lone read is one round trip, not BEGIN + query + COMMIT; writes that
+        # belong together say so with `conn.transaction()`.
+        kwargs={
+            "autocommit": True,
+            "options": f"-c statement_timeout={settings.statement_timeout_ms}"
+            f" -c hnsw.ef_search={settings.hnsw_ef_search}",
+        },
+        name="cari",
+    )
+
+
+def _chat_client(settings: Settings) -> ChatClient | None:
+    if not (settings.llm_base_url and settings.llm_model):
+        return None
+    return ChatClient(
+        base_url=settings.llm_base_url,
+        model=settings.llm_model,
+        api_key=settings.llm_api_key,
+        temperature=settings.llm_temperature,
+        max_tokens=settings.llm_max_tokens,
+        timeout_s=settings.llm_timeout_s,
+    )
+
+
+def _reranker(settings: Settings) -> Reranker | None:
+    if not (settings.rerank_base_url and settings.rerank_model):
+        return None
+    return Reranker(
+        base_url=settings.rerank_base_url,
+        model=settings.rerank_model,
+        api_key=settings.rerank_api_key,
+        timeout_s=settings.rerank_timeout_s,
+    )
