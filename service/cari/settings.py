@@ -62,6 +62,16 @@ class Settings(BaseSettings):
     embedding_concurrency: int = Field(default=4, ge=1, le=64)
     embedding_max_retries: int = Field(default=5, ge=0, le=20)
     embedding_timeout_s: float = Field(default=60.0, gt=0)
+    embedding_threads: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="Threads the local model embeds documents with; unset: OpenMP's default.",
+    )
+    embedding_max_waiting_queries: int = Field(default=64, ge=1, le=100_000)
+    embedding_query_timeout_s: float = Field(
+        default=2.0, gt=0, description="Longest a search waits for its query's embedding."
+    )
 
     chunk_max_tokens: int = Field(default=512, ge=16, le=8192)
     chunk_min_tokens: int = Field(default=256, ge=1, le=8192)

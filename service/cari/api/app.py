@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,11 +30,14 @@ from cari.api.search import search
 from cari.errors import (
     CariError,
     Conflict,
+    DatabaseBusy,
     DatabaseUnavailable,
+    EmbedderBusy,
     EmbedderUnavailable,
     InvalidInput,
     LLMUnavailable,
     NotFound,
+    StatementTimeout,
 )
 from cari.ingest.pipeline import backfill_embeddings
 from cari.settings import Settings
@@ -45,9 +49,16 @@ STATUS = {
     Conflict: 409,
     InvalidInput: 422,
     DatabaseUnavailable: 503,
+    DatabaseBusy: 503,
+    StatementTimeout: 503,
     EmbedderUnavailable: 503,
+    EmbedderBusy: 503,
     LLMUnavailable: 503,
 }
+# How long a client should wait before retrying after the database failed: a restart or a
+# failover takes seconds; a full pool frees up in about a request's time.
+DATABASE_RETRY_AFTER_S = 5
+POOL_RETRY_AFTER_S = 1
 
 
 async def provide_conn(state: State) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -59,16 +70,34 @@ async def provide_conn(state: State) -> AsyncIterator[psycopg.AsyncConnection[An
 
 def error_response(request: Request[Any, Any, Any], exc: CariError) -> Response[dict[str, Any]]:
     status = next((code for kind, code in STATUS.items() if isinstance(exc, kind)), 400)
-    body: dict[str, Any] = {"status_code": status, "detail": exc.message}
+    body: dict[str, Any] = {"status_code": status, "detail": exc.message, "code": exc.code}
     if isinstance(exc, InvalidInput):
         body["extra"] = [{"key": exc.field, "message": exc.message}]
-    return Response(body, status_code=status, media_type=MediaType.JSON)
+    headers = {}
+    if exc.retry_after is not None:
+        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+    return Response(body, status_code=status, media_type=MediaType.JSON, headers=headers)
 
 
-def database_down(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+def database_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    """The database failed the request: which way, truthfully, without its internals."""
+    settings: Settings = request.app.state.settings
+    if isinstance(exc, PoolTimeout):
+        error: CariError = DatabaseBusy(
+            f"database busy: no connection came free within {settings.pool_timeout_s:g} s",
+            retry_after=POOL_RETRY_AFTER_S,
+        )
+    elif isinstance(exc, psycopg.errors.QueryCanceled):
+        # Retrying the same request would most likely run as long again: no Retry-After.
+        error = StatementTimeout(
+            "the database cancelled a statement that ran longer than "
+            f"{settings.statement_timeout_ms} ms (CARI_STATEMENT_TIMEOUT_MS)"
+        )
+    else:
+        error = DatabaseUnavailable("database unavailable", retry_after=DATABASE_RETRY_AFTER_S)
     # The driver's text can name hosts and users: it goes to the log, not to the client.
     log.warning("database error on %s %s: %s", request.method, request.url.path, exc)
-    return error_response(request, DatabaseUnavailable("database unavailable"))
+    return error_response(request, error)
 
 
 def bad_value(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
@@ -121,9 +150,9 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
         state=State({"settings": settings, "schema_head": migrations.head()}),
         exception_handlers={
             CariError: error_response,
-            psycopg.OperationalError: database_down,
+            psycopg.OperationalError: database_error,
             psycopg.DataError: bad_value,
-            PoolTimeout: database_down,
+            PoolTimeout: database_error,
         },
         openapi_config=OpenAPIConfig(
             title="Cari",

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -28,7 +27,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from cari.embed import Embedder
-from cari.errors import EmbedderUnavailable, InvalidInput, NotFound
+from cari.errors import EmbedderBusy, EmbedderUnavailable, InvalidInput, NotFound
 from cari.limits import (
     Candidates,
     EfSearch,
@@ -46,6 +45,7 @@ from cari.search import intent as intents
 from cari.search.decompose import CollectionVocabulary, Decomposition, decompose, propose
 from cari.search.filters import compile_filters
 from cari.search.fusion import Candidate, Fused, fuse
+from cari.search.query_vectors import QueryVectors
 from cari.search.router import Keywords, Router, Routing
 from cari.settings import Settings
 
@@ -152,31 +152,13 @@ class _Part:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-class QueryVectors:
-    """A small LRU cache of query embeddings: repeated queries are common."""
-
-    def __init__(self, embedder: Embedder, size: int) -> None:
-        self.embedder = embedder
-        self.size = size
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-
-    async def get(self, text: str) -> tuple[np.ndarray, bool]:
-        """The vector, and whether it came from the cache."""
-        if (vector := self._cache.get(text)) is not None:
-            self._cache.move_to_end(text)
-            return vector, True
-        vector = await self.embedder.embed_query(text)
-        self._cache[text] = vector
-        if len(self._cache) > self.size:
-            self._cache.popitem(last=False)
-        return vector, False
-
-
 class Searcher:
     def __init__(self, pool: AsyncConnectionPool, embedder: Embedder, settings: Settings) -> None:
         self.pool = pool
         self.settings = settings
-        self.vectors = QueryVectors(embedder, settings.query_cache_size)
+        self.vectors = QueryVectors(
+            embedder, settings.query_cache_size, settings.embedding_query_timeout_s
+        )
         self.router = Router(embedder)
         self.scale = relevance.Scale(
             settings.relevance_cosine_floor, settings.relevance_cosine_ceiling
@@ -326,7 +308,7 @@ class Searcher:
             jobs["vector"] = vector()
         outcomes = await asyncio.gather(*jobs.values(), return_exceptions=True)
         for name, outcome in zip(jobs, outcomes, strict=True):
-            if isinstance(outcome, EmbedderUnavailable) and plan.mode == "hybrid":
+            if isinstance(outcome, EmbedderUnavailable | EmbedderBusy) and plan.mode == "hybrid":
                 degraded.append(outcome.message)
             elif isinstance(outcome, BaseException):
                 raise outcome

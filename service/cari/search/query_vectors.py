@@ -1,0 +1,104 @@
+"""Query embeddings for searches, with the protections a request path needs.
+
+- An LRU of recent ones: repeated questions are common.
+- Identical questions asked at once are embedded once; every asker gets that vector.
+- A time budget: an embedding (its wait for the embedder included) that takes longer than
+  `timeout_s` fails as EmbedderUnavailable, so a hung embedding service costs a search seconds,
+  not minutes of timeouts and retries (a hybrid search then answers from keywords).
+- A circuit breaker: after `BREAKER_FAILURES` failures in a row the embedder is not asked for
+  `BREAKER_COOLDOWN_S` (every search degrades at once), then one search probes it; a success
+  closes the breaker, a failure opens it again.
+
+An EmbedderBusy (the embedder's backlog is full) says nothing about its health: it neither
+counts as a failure nor is it retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+
+import anyio
+import numpy as np
+
+from cari.embed import Embedder
+from cari.errors import EmbedderUnavailable
+
+BREAKER_FAILURES = 3  # failures in a row that open the breaker
+BREAKER_COOLDOWN_S = 15.0  # how long an open breaker skips the embedder before a probe
+
+
+class QueryVectors:
+    def __init__(self, embedder: Embedder, size: int, timeout_s: float) -> None:
+        self.embedder = embedder
+        self.size = size
+        self.timeout_s = timeout_s
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._pending: dict[str, asyncio.Task[np.ndarray]] = {}
+        self._failures = 0
+        self._last_failure = ""
+        self._open_until = 0.0  # time.monotonic() before which the embedder is skipped
+        self._probing = False
+
+    async def get(self, text: str) -> tuple[np.ndarray, bool]:
+        """The vector, and whether it came from the cache."""
+        if (vector := self._cache.get(text)) is not None:
+            self._cache.move_to_end(text)
+            return vector, True
+        task = self._pending.get(text)
+        if task is None:
+            self._admit()
+            task = asyncio.ensure_future(self._embed(text))
+            task.add_done_callback(self._settled)
+            self._pending[text] = task
+        # Shielded: one asker giving up (a client gone) does not cancel the others' embedding.
+        return await asyncio.shield(task), False
+
+    def _admit(self) -> None:
+        """Raise EmbedderUnavailable while the breaker is open (or another search probes)."""
+        if self._failures < BREAKER_FAILURES:
+            return
+        wait = self._open_until - time.monotonic()
+        if wait > 0 or self._probing:
+            raise EmbedderUnavailable(
+                f"query embedding skipped after {self._failures} failures in a row "
+                f"(last: {self._last_failure}); the embedder is tried again within "
+                f"{max(wait, 0):.0f} s",
+                retry_after=max(wait, 1.0),
+            )
+        self._probing = True
+
+    async def _embed(self, text: str) -> np.ndarray:
+        try:
+            with anyio.fail_after(self.timeout_s):
+                vector = await self.embedder.embed_query(text)
+        except TimeoutError:
+            failure = EmbedderUnavailable(
+                f"no query embedding within {self.timeout_s:g} s (CARI_EMBEDDING_QUERY_TIMEOUT_S)"
+            )
+            self._failed(failure)
+            raise failure from None
+        except EmbedderUnavailable as exc:
+            self._failed(exc)
+            raise
+        finally:
+            self._probing = False
+            del self._pending[text]
+        self._failures = 0
+        self._cache[text] = vector
+        if len(self._cache) > self.size:
+            self._cache.popitem(last=False)
+        return vector
+
+    def _failed(self, exc: EmbedderUnavailable) -> None:
+        self._failures += 1
+        self._last_failure = exc.message
+        if self._failures >= BREAKER_FAILURES:
+            self._open_until = time.monotonic() + BREAKER_COOLDOWN_S
+
+    @staticmethod
+    def _settled(task: asyncio.Task[np.ndarray]) -> None:
+        # Every asker may have gone: the outcome is still taken, so asyncio logs nothing.
+        if not task.cancelled():
+            task.exception()

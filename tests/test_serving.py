@@ -1,0 +1,265 @@
+"""The request path under trouble: a hung or failing embedder, a busy local model, a full pool
+and a statement timeout each get a prompt, truthful answer (status, stable code, Retry-After
+where a retry can help), never a long wait."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import anyio
+import numpy as np
+import psycopg
+import pytest
+from litestar.testing import TestClient
+
+from cari.embed import LocalEmbedder, Vector, _Turns
+from cari.errors import EmbedderBusy, EmbedderUnavailable
+from cari.search import query_vectors
+from cari.search.query_vectors import QueryVectors
+from tests.conftest import app_client
+from tests.fake_openai import FakeOpenAI, vector_for
+
+DOCUMENTS = [
+    {"id": "brio", "title": "Honda Brio", "text": "Honda Brio: mesin bensin 1.2 liter, irit."},
+    {"id": "avanza", "title": "Toyota Avanza", "text": "Toyota Avanza: tujuh kursi, bensin."},
+]
+
+
+@pytest.fixture
+def cars(dsn: str, fake: FakeOpenAI) -> Iterator[tuple[TestClient[Any], FakeOpenAI]]:
+    """A collection written while the fake answers, served with a 0.5 s query-embedding
+    budget."""
+    with app_client(dsn, fake, embedding_query_timeout_s=0.5) as client:
+        assert client.post("/v1/collections", json={"name": "cars"}).status_code == 201
+        added = client.post("/v1/collections/cars/documents", json={"documents": DOCUMENTS})
+        assert added.status_code == 200 and added.json()["rejected"] == []
+        yield client, fake
+
+
+def _search(client: TestClient[Any], query: str, mode: str) -> tuple[Any, float]:
+    started = time.monotonic()
+    response = client.post(
+        "/v1/collections/cars/search", json={"query": query, "mode": mode, "threshold": 0}
+    )
+    return response, time.monotonic() - started
+
+
+def test_hung_embedder_costs_a_search_its_budget_then_the_breaker_skips_it(
+    cars: tuple[TestClient[Any], FakeOpenAI],
+) -> None:
+    client, fake = cars
+    fake.delay = 3.0  # far past the budget: the service must not wait for it
+    hybrid, took = _search(client, "mobil bensin irit", "hybrid")
+    assert hybrid.status_code == 200 and took < 2.0
+    assert hybrid.json()["degraded"] == ["vector"]
+    assert "no query embedding within 0.5 s" in hybrid.json()["warnings"][0]
+    assert hybrid.json()["results"]  # from keywords
+
+    vector, took = _search(client, "mobil tujuh kursi", "vector")
+    assert vector.status_code == 503 and took < 2.0
+    assert vector.json()["code"] == "embedder_unavailable"
+
+    _search(client, "mobil murah", "vector")  # the third failure in a row opens the breaker
+    asked = len(fake.requests)
+    skipped, took = _search(client, "mobil keluarga", "vector")
+    assert skipped.status_code == 503 and took < 0.5
+    assert skipped.json()["code"] == "embedder_unavailable"
+    assert "after 3 failures in a row" in skipped.json()["detail"]
+    assert int(skipped.headers["retry-after"]) >= 1
+    degraded, _ = _search(client, "mobil keluarga", "hybrid")
+    assert degraded.status_code == 200 and degraded.json()["degraded"] == ["vector"]
+    assert len(fake.requests) == asked  # the open breaker sent nothing to the embedder
+
+
+def test_database_failures_are_told_apart(dsn: str) -> None:
+    with app_client(dsn, pool_max_size=1, pool_timeout_s=0.3, statement_timeout_ms=300) as client:
+        assert client.post("/v1/collections", json={"name": "cars"}).status_code == 201
+        pool = client.app.state.pool
+
+        # Every connection in use: busy, worth a retry in a moment.
+        held = client.blocking_portal.call(pool.getconn)
+        try:
+            busy = client.get("/v1/collections")
+        finally:
+            client.blocking_portal.call(pool.putconn, held)
+        assert busy.status_code == 503
+        assert busy.json()["code"] == "database_busy"
+        assert "no connection came free within 0.3 s" in busy.json()["detail"]
+        assert busy.headers["retry-after"] == "1"
+
+        # A statement that runs past the timeout (here: waiting for a lock another session
+        # holds): said as such, without a Retry-After, since it would run as long again.
+        with psycopg.connect(dsn) as other:
+            other.execute("LOCK TABLE collections IN ACCESS EXCLUSIVE MODE")
+            slow = client.get("/v1/collections/cars")
+        assert slow.status_code == 503
+        assert slow.json()["code"] == "statement_timeout"
+        assert "longer than 300 ms" in slow.json()["detail"]
+        assert "retry-after" not in slow.headers
+        assert client.get("/v1/collections/cars").status_code == 200  # and it recovers
+
+
+# -- query vectors: one embedding per question at once, a budget, a breaker -----------------
+
+
+class Scripted:
+    """An embedder whose query embeddings take `delay` seconds, or fail, as a test says."""
+
+    model_name = "scripted"
+    dimension = 8
+
+    def __init__(self) -> None:
+        self.delay = 0.0
+        self.failure: str | None = None
+        self.queries: list[str] = []
+
+    async def embed_query(self, text: str) -> Vector:
+        self.queries.append(text)
+        await anyio.sleep(self.delay)
+        if self.failure is not None:
+            raise EmbedderUnavailable(self.failure)
+        return vector_for(text, self.dimension)
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        return [vector_for(text, self.dimension) for text in texts]
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    async def aclose(self) -> None:
+        pass
+
+
+@pytest.mark.anyio
+async def test_identical_questions_at_once_are_embedded_once() -> None:
+    embedder = Scripted()
+    embedder.delay = 0.05
+    vectors = QueryVectors(embedder, size=10, timeout_s=5)
+    results: list[tuple[np.ndarray, bool]] = []
+
+    async def ask(text: str) -> None:
+        results.append(await vectors.get(text))
+
+    async with anyio.create_task_group() as group:
+        for text in ["harga brio"] * 5 + ["harga avanza"]:
+            group.start_soon(ask, text)
+    assert sorted(embedder.queries) == ["harga avanza", "harga brio"]
+    assert len(results) == 6 and not any(cached for _, cached in results)
+    assert (await vectors.get("harga brio"))[1] is True  # then from the cache
+
+
+@pytest.mark.anyio
+async def test_breaker_opens_after_failures_and_a_probe_closes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(query_vectors, "BREAKER_COOLDOWN_S", 0.2)
+    embedder = Scripted()
+    embedder.failure = "connection refused"
+    vectors = QueryVectors(embedder, size=10, timeout_s=5)
+    for i in range(query_vectors.BREAKER_FAILURES):
+        with pytest.raises(EmbedderUnavailable, match="connection refused"):
+            await vectors.get(f"q{i}")
+    with pytest.raises(EmbedderUnavailable, match="skipped after 3 failures") as skipped:
+        await vectors.get("skipped")
+    assert skipped.value.retry_after is not None
+    assert embedder.queries == ["q0", "q1", "q2"]  # the open breaker asked nothing
+
+    await anyio.sleep(0.25)
+    embedder.failure = None
+    embedder.delay = 0.1
+    async with anyio.create_task_group() as group:
+        group.start_soon(vectors.get, "probe")
+        await anyio.sleep(0.02)
+        with pytest.raises(EmbedderUnavailable, match="skipped"):  # one probe at a time
+            await vectors.get("while probing")
+    assert (await vectors.get("closed again"))[1] is False
+    assert embedder.queries[-2:] == ["probe", "closed again"]
+
+
+@pytest.mark.anyio
+async def test_budget_bounds_a_hung_embedding() -> None:
+    embedder = Scripted()
+    embedder.delay = 30
+    vectors = QueryVectors(embedder, size=10, timeout_s=0.2)
+    started = time.monotonic()
+    with pytest.raises(EmbedderUnavailable, match=r"no query embedding within 0\.2 s"):
+        await vectors.get("hung")
+    assert time.monotonic() - started < 1.0
+
+
+# -- the local model: queries first, a bounded backlog --------------------------------------
+
+
+@pytest.mark.anyio
+async def test_turns_go_to_queries_first_and_survive_cancellation() -> None:
+    turns = _Turns()
+    order: list[str] = []
+    await turns.acquire(query=False)  # a computation runs
+
+    async def wait(name: str, query: bool) -> None:
+        await turns.acquire(query=query)
+        order.append(name)
+        turns.release()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(wait, "documents 1", False)
+        await anyio.sleep(0.01)
+        with anyio.CancelScope() as gone:  # a query whose client left while it waited
+            gone.cancel()
+            await turns.acquire(query=True)
+        group.start_soon(wait, "documents 2", False)
+        group.start_soon(wait, "query", True)
+        await anyio.sleep(0.01)
+        assert turns.waiting_queries == 1
+        turns.release()
+    assert order == ["query", "documents 1", "documents 2"]
+    await turns.acquire(query=True)  # free again: no turn was lost
+    turns.release()
+
+
+@pytest.mark.anyio
+async def test_local_query_waits_for_one_small_batch_not_the_whole_job() -> None:
+    embedder = LocalEmbedder(batch_size=2)
+    await embedder.embed_query("warm up")
+    texts = [f"Kalimat nomor {i} tentang harga dan cicilan mobil keluarga." * 8 for i in range(24)]
+    finished: dict[str, float] = {}
+    started = time.monotonic()
+
+    async def documents() -> None:
+        await embedder.embed_documents(texts)
+        finished["documents"] = time.monotonic() - started
+
+    async def query() -> None:
+        await anyio.sleep(0.05)  # asked while the documents are being computed
+        await embedder.embed_query("berapa cicilan mobil keluarga?")
+        finished["query"] = time.monotonic() - started
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(documents)
+        group.start_soon(query)
+    assert finished["query"] < finished["documents"] / 3, finished
+
+
+@pytest.mark.anyio
+async def test_local_backlog_is_bounded() -> None:
+    embedder = LocalEmbedder(batch_size=8, max_waiting_queries=2)
+    await embedder.embed_query("warm up")
+    outcomes: list[str] = []
+
+    async def query(i: int) -> None:
+        try:
+            await embedder.embed_query(f"pertanyaan {i}")
+            outcomes.append("embedded")
+        except EmbedderBusy as exc:
+            assert exc.retry_after == 1 and "2 query embeddings already wait" in exc.message
+            outcomes.append("busy")
+
+    texts = ["Harga mobil baru mulai dari 200 juta rupiah." * 10] * 8
+    async with anyio.create_task_group() as group:
+        group.start_soon(embedder.embed_documents, texts)
+        await anyio.sleep(0.05)  # the batch is computing: queries must wait
+        for i in range(5):
+            group.start_soon(query, i)
+    assert sorted(outcomes) == ["busy"] * 3 + ["embedded"] * 2
