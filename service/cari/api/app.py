@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -106,6 +107,26 @@ def bad_value(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[
     return error_response(request, InvalidInput("request", f"invalid value: {message}"))
 
 
+def nested_too_deeply(
+    request: Request[Any, Any, Any], exc: RecursionError
+) -> Response[dict[str, Any]]:
+    """msgspec gives up on JSON nested about a thousand levels deep with a RecursionError:
+    that is the client's body, a 400. Any other RecursionError is a fault of ours."""
+    frames = [frame for frame, _ in traceback.walk_tb(exc.__traceback__)]
+    decoding = bool(frames) and frames[-1].f_code.co_name == "decode_json"
+    if not decoding:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        body = {"status_code": 500, "detail": "Internal Server Error", "code": "internal_error"}
+        return Response(body, status_code=500, media_type=MediaType.JSON)
+    log.info("%s %s: JSON body nested too deeply", request.method, request.url.path)
+    body = {
+        "status_code": 400,
+        "detail": "the JSON body is nested too deeply to decode (about 1,000 levels or more)",
+        "code": "invalid_body",
+    }
+    return Response(body, status_code=400, media_type=MediaType.JSON)
+
+
 def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
     """Build the app. Without `dsn`, the database is located (or started) at startup."""
     # Checked here, not in the lifespan, so a configuration error stops `cari serve` in one line.
@@ -153,6 +174,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             psycopg.OperationalError: database_error,
             psycopg.DataError: bad_value,
             PoolTimeout: database_error,
+            RecursionError: nested_too_deeply,
         },
         openapi_config=OpenAPIConfig(
             title="Cari",
