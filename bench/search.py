@@ -11,11 +11,11 @@ For each mode (keyword, vector, hybrid) it times, one request at a time:
 - **SQL alone**: every statement the service runs, with the same parameters (collection id,
   language, the server's candidates and ef_search), on two connections held for the whole run in
   autocommit: the collection lookup; then keyword is `search_keyword` (one round trip), vector
-  is `search_vector_settings` + `search_vector` in a transaction, hybrid is both at once on the
-  two connections (`asyncio.gather`), each asking for as many candidates as the service does
-  (a lone retriever only the 2·top_k it weighs); then `search_evidence` for the first 2·top_k
-  chunks and the fetch of the top 10. The ratio service/SQL is what the service adds: pool,
-  Python, fusion, routing, serialisation.
+  is `search_vector` (one round trip: the server's ef_search is the connections' own), hybrid
+  is both at once on the two connections (`asyncio.gather`), each asking for as many
+  candidates as the service does (a lone retriever only the 2·top_k it weighs); then
+  `search_evidence` for the first 2·top_k chunks and the fetch of the top 10. The ratio
+  service/SQL is what the service adds: pool, Python, fusion, routing, serialisation.
 - **equal-weight RRF**: after each hybrid request, the same query through the service with
   plain equal-weight RRF (k 60) on 40 candidates per retriever at `ef_search` 40, the defaults
   before fusion and `ef_search` were tuned; the ratio hybrid/RRF is what the tuned fusion,
@@ -278,14 +278,12 @@ class SqlAlone:
         return await cur.fetchall()
 
     async def vector(self, text: str, candidates: int, conn: Any = None) -> list[Any]:
-        conn = conn or self.a
-        async with conn.transaction():
-            await conn.execute(query("search_vector_settings"), {"ef_search": self.ef_search})
-            cur = await conn.execute(
-                self.vector_statement,
-                {**self.params, "vector": self.vectors[text], "candidates": candidates},
-            )
-            return await cur.fetchall()
+        # The server's ef_search, which the pooled connection has already: one statement.
+        cur = await (conn or self.a).execute(
+            self.vector_statement,
+            {**self.params, "vector": self.vectors[text], "candidates": candidates},
+        )
+        return await cur.fetchall()
 
     async def hybrid(self, text: str, candidates: int) -> list[Any]:
         keyword, vector = await asyncio.gather(
@@ -458,13 +456,11 @@ async def measure(rt: Runtime, chunks: int, query_count: int, rounds: int) -> No
             sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + bare.keyword_statement,
             {**bare.params, "query": queries[0], "candidates": bare.candidates},
         )
-        async with a.transaction():
-            await a.execute(query("search_vector_settings"), {"ef_search": bare.ef_search})
-            explain_vector = await explain(
-                a,
-                sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + bare.vector_statement,
-                {**bare.params, "vector": bare.vectors[queries[0]], "candidates": bare.candidates},
-            )
+        explain_vector = await explain(
+            a,
+            sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + bare.vector_statement,
+            {**bare.params, "vector": bare.vectors[queries[0]], "candidates": bare.candidates},
+        )
         hybrid = await searcher.search(
             COLLECTION, SearchRequest(query=queries[0], mode="hybrid", top_k=TOP_K, threshold=0)
         )

@@ -1,4 +1,3 @@
--- Per-request HNSW settings, local to the search's transaction. Iterative scans keep returning
--- neighbours until enough rows pass the WHERE clause (other collections, metadata filters).
-SELECT set_config('hnsw.ef_search', %(ef_search)s::text, true),
-       set_config('hnsw.iterative_scan', 'strict_order', true);
+-- A request's own HNSW ef_search, local to the search's transaction (the pool's connections
+-- start with CARI_HNSW_EF_SEARCH and iterative scans; see cari.runtime.make_pool).
+SELECT set_config('hnsw.ef_search', %(ef_search)s::text, true);

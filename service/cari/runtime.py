@@ -121,11 +121,14 @@ def make_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
         open=False,
         configure=_configure,
         # Autocommit: a lone read is one round trip, not BEGIN + query + COMMIT; writes that
-        # belong together say so with `conn.transaction()`.
+        # belong together say so with `conn.transaction()`. The HNSW settings are the session's
+        # so a vector search is one statement: iterative scans keep returning neighbours until
+        # enough rows pass the WHERE clause (other collections, metadata filters).
         kwargs={
             "autocommit": True,
             "options": f"-c statement_timeout={settings.statement_timeout_ms}"
-            f" -c hnsw.ef_search={settings.hnsw_ef_search}",
+            f" -c hnsw.ef_search={settings.hnsw_ef_search}"
+            " -c hnsw.iterative_scan=strict_order",
         },
         name="cari",
     )

@@ -97,11 +97,10 @@ async def _keyword_rows(pool: AsyncConnectionPool, params: dict[str, Any]) -> li
 
 
 async def _vector_rows(pool: AsyncConnectionPool, params: dict[str, Any]) -> list[dict[str, Any]]:
-    async with pool.connection() as conn, conn.transaction():
-        await conn.execute(query("catalog_search_vector_settings"))
-        async with conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(query("catalog_search_vector"), params)
-            return await cur.fetchall()
+    # Iterative scans are the pool's session setting (cari.runtime.make_pool).
+    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(query("catalog_search_vector"), params)
+        return await cur.fetchall()
 
 
 def _merge(

@@ -366,9 +366,15 @@ class Searcher:
         self, vector: np.ndarray, ef_search: int, filters: sql.Composable, params: dict[str, Any]
     ) -> tuple[list[Candidate], str | None]:
         statement = sql.SQL(query("search_vector")).format(filters=filters)
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(query("search_vector_settings"), {"ef_search": ef_search})
-            cur = await conn.execute(statement, {**params, "vector": vector})
+        values = {**params, "vector": vector}
+        async with self.pool.connection() as conn:
+            if ef_search == self.settings.hnsw_ef_search:
+                # The pool's connections have it already: one round trip, no transaction.
+                cur = await conn.execute(statement, values)
+            else:
+                async with conn.transaction():
+                    await conn.execute(query("search_vector_settings"), {"ef_search": ef_search})
+                    cur = await conn.execute(statement, values)
             rows = await cur.fetchall()
         applied = str(rows[0][2]) if rows else None
         return [Candidate(int(r[0]), float(r[1])) for r in rows], applied
