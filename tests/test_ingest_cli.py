@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from cari.ingest import files
 from cari.ingest.pipeline import chunk
@@ -296,3 +297,39 @@ def test_reembed_skips_a_chunk_the_embedder_refuses(
     assert result.stdout.strip() == "embedded 2 chunks", result.stderr
     assert counts(dsn) == (3, 3, 1)
     assert cari(["reembed"], env).stdout.strip() == "embedded 1 chunks"
+
+
+def test_paths_typed_any_way_name_the_same_documents(
+    dsn: str, fake: FakeOpenAI, clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A rerun with the folder or a file typed absolute, relative or with `./` and `..` stores
+    nothing again: a document's id and source do not depend on how its path was typed."""
+    write_corpus(tmp_path / "corpus")  # clean_env made tmp_path the working directory
+    env = cli_env(clean_env, dsn, fake)
+    first = cari(["ingest", "corpus", "-c", "paths", "--create"], env)
+    assert "(6 new, 0 updated, 0 unchanged)" in first.stderr, first.stderr  # 2 files are bad
+    single = cari(["ingest", "corpus/guide.md", "-c", "single", "--create"], env)
+    assert single.returncode == 0, single.stderr
+    for folder, file in (
+        (str(tmp_path / "corpus"), str(tmp_path / "corpus" / "guide.md")),
+        ("./corpus/", "./corpus/notes/../guide.md"),
+    ):
+        again = cari(["ingest", folder, "-c", "paths"], env)
+        assert "(0 new, 0 updated, 6 unchanged)" in again.stderr, again.stderr
+        one = cari(["ingest", file, "-c", "single"], env)
+        assert "(0 new, 0 updated, 1 unchanged)" in one.stderr, one.stderr
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT d.external_id, d.source FROM documents d JOIN collections c "
+            "ON c.id = d.collection_id WHERE c.name = 'single'"
+        ).fetchall()
+    assert rows == [("corpus/guide.md", "corpus/guide.md")]
+
+
+def test_canonical_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a").mkdir()
+    assert files.canonical("a/b.md") == files.canonical(tmp_path / "a" / "b.md") == "a/b.md"
+    assert files.canonical("./a/../a/b.md") == "a/b.md"
+    outside = tmp_path.parent / "elsewhere.md"
+    assert files.canonical(outside) == files.canonical("../elsewhere.md") == outside.as_posix()

@@ -26,7 +26,10 @@ class Source:
 
     @property
     def name(self) -> str:
-        return "-" if self.path is None else str(self.path)
+        """The file however its path was typed: relative to the working directory when it is
+        below it, else absolute, so a rerun with the path typed another way finds the same
+        documents (the name is their `source`, and part of their content hash)."""
+        return "-" if self.path is None else canonical(self.path)
 
     @property
     def size(self) -> int | None:
@@ -37,6 +40,15 @@ class Source:
 class Failure:
     where: str
     reason: str
+
+
+def canonical(path: Path | str) -> str:
+    """`path` relative to the working directory if it lies below it, else absolute; `..`, `.`
+    and doubled separators resolved."""
+    absolute = os.path.abspath(path)
+    here = os.getcwd()
+    inside = os.path.commonpath([absolute, here]) == here
+    return Path(os.path.relpath(absolute, here) if inside else absolute).as_posix()
 
 
 def expand(arguments: Sequence[str]) -> list[Source]:
@@ -52,13 +64,13 @@ def expand(arguments: Sequence[str]) -> list[Source]:
                 if file.suffix.lower() in EXTENSIONS:
                     sources.append(Source(file, file.relative_to(path).as_posix()))
         elif path.exists():
-            sources.append(Source(path, os.path.normpath(argument)))
+            sources.append(Source(path, canonical(path)))
         else:
             matches = sorted(glob.glob(argument, recursive=True))
             files = [Path(m) for m in matches if Path(m).is_file()]
             if not files:
                 raise InvalidInput("PATH", f"'{argument}' matches no file")
-            sources.extend(Source(f, os.path.normpath(f)) for f in files)
+            sources.extend(Source(f, canonical(f)) for f in files)
     return sources
 
 
