@@ -137,6 +137,22 @@ def test_db_url_keeps_server_after_a_running_server_exits(
     assert run(["db", "stop"], env).stdout.strip() == "stopped"
 
 
+def test_db_stop_refuses_while_cari_uses_the_server(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    data_dir = tmp_path / "data"
+    env = {**clean_env, "CARI_DATA_DIR": str(data_dir)}
+    with serving(env) as base:
+        refused = run(["db", "stop"], env)
+        assert refused.returncode == 1
+        assert "in use by 1 Cari process" in refused.stderr and "--force" in refused.stderr
+        assert http("GET", f"{base}/readyz")[0] == 200  # untouched
+        forced = run(["db", "stop", "--force"], env)
+        assert forced.stdout.strip() == "stopped", forced.stderr
+        assert embedded.running_dsn(data_dir) is None
+        assert http("GET", f"{base}/readyz")[0] == 503  # the serving process sees it go
+
+
 def test_migrate_down_and_up(dsn: str, clean_env: dict[str, str]) -> None:
     env = {**clean_env, "DATABASE_URL": dsn}
     down = run(["migrate", "--downgrade", "base"], env)

@@ -20,7 +20,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from cari.errors import ConfigError, DatabaseUnavailable
+from cari.errors import CariError, ConfigError, DatabaseUnavailable
 from cari.queries import query
 
 DATABASE_NAME = "cari"
@@ -92,11 +92,30 @@ def running_dsn(data_dir: Path) -> str | None:
     return str(info.get_uri(database=DATABASE_NAME))
 
 
-def stop(data_dir: Path) -> bool:
-    """Stop the embedded server; False if it was not running."""
-    _keep_running_marker(data_dir).unlink(missing_ok=True)
+def users(data_dir: Path) -> list[int]:
+    """The live Cari processes (pids) that started or joined the embedded server, this one
+    aside."""
+    library = _library()
+    pgdata = pgdata_path(data_dir)
+    _forget_dead_users(library, pgdata)
+    listed = library.utils.DiskList(pgdata / ".handle_pids.json").get()
+    return sorted(pid for pid in listed if pid != os.getpid())
+
+
+def stop(data_dir: Path, *, force: bool = False) -> bool:
+    """Stop the embedded server; False if it was not running. While Cari processes use it,
+    refuse (they would fail every request until restarted) unless `force`."""
     if running_dsn(data_dir) is None:
+        _keep_running_marker(data_dir).unlink(missing_ok=True)
         return False
+    if not force and (live := users(data_dir)):
+        listed = ", ".join(str(pid) for pid in live)
+        raise CariError(
+            f"the embedded PostgreSQL is in use by {len(live)} Cari process"
+            f"{'es' if len(live) > 1 else ''} (pid {listed}): stop them first, or add --force; "
+            "it stops by itself when the last one exits"
+        )
+    _keep_running_marker(data_dir).unlink(missing_ok=True)
     library = _library()
     pgdata = pgdata_path(data_dir)
     # As root the library runs the server as its own system user, who owns the data folder.

@@ -84,11 +84,12 @@ def url() -> None:
     click.echo(db.database_url(config, keep_running=True))
 
 
-@db_group.command(help="Stop the embedded server.")
+@db_group.command(help="Stop the embedded server (refused while Cari processes use it).")
+@click.option("--force", is_flag=True, help="Stop it even while Cari processes use it.")
 @user_errors
-def stop() -> None:
+def stop(force: bool) -> None:
     config = settings()
     if config.database_url is not None:
         raise CariError("DATABASE_URL is set: Cari does not manage that server")
-    stopped = embedded.stop(config.data_dir)
+    stopped = embedded.stop(config.data_dir, force=force)
     click.echo("stopped" if stopped else "not running", err=not stopped)
