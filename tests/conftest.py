@@ -26,12 +26,16 @@ from cari.settings import LOCAL_EMBEDDING_DIMENSION, Settings
 from tests.fake_llm import FakeLLM
 from tests.fake_openai import FakeOpenAI
 
-# The local model's OpenMP threads busy-wait for work; when the suite shares the CPU (pytest,
-# PostgreSQL, servers in subprocesses, other jobs) that spinning starves everything else and one
-# query embedding goes from ~10 ms to ~500 ms. One thread never waits on another. Set before the
-# model is loaded (on first use), and inherited by the `cari` subprocesses; a value given from
-# outside wins.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The local model's OpenMP threads wait for each other between steps. On a machine busier than
+# its cores (CI at load 8) a waiting thread is descheduled in turn and one query embedding goes
+# from ~10 ms to ~500 ms (one test took 47.8 s instead of 4.3 s): there the model runs on one
+# thread, which never waits (60 ms at load 8). On an idle machine one thread would make the suite
+# ~15 % slower, so it keeps its threads, which spin briefly and then sleep (cari.embed). Decided
+# before the model is loaded (on first use) and inherited by the `cari` subprocesses; a value
+# given from outside wins.
+BUSY = os.getloadavg()[0] > (os.cpu_count() or 1)
+if BUSY:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 TEMPLATE = f"cari_template_{os.getpid()}"
 _numbers = itertools.count()
@@ -189,4 +193,6 @@ def pytest_report_header() -> str:
         if os.environ.get("CARI_TEST_DATABASE_URL")
         else "testcontainers or embedded"
     )
-    return f"cari: PostgreSQL from {source}"
+    threads = os.environ.get("OMP_NUM_THREADS", "OpenMP's default")
+    load = f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    return f"cari: PostgreSQL from {source}; local model threads: {threads} ({load})"
