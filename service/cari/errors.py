@@ -12,7 +12,8 @@ CariError                  a message written for the user
 ├── RerankUnavailable      the reranker failed; callers keep the fused order
 ├── NotFound               a named thing does not exist                         (HTTP 404)
 ├── Conflict               the thing exists already                             (HTTP 409)
-└── InvalidInput           a field's value is unacceptable                      (HTTP 422)
+├── InvalidInput           a field's value is unacceptable                      (HTTP 422)
+└── InvalidBody            the request body cannot be decoded at all            (HTTP 400)
 
 Each kind has a stable `code` the HTTP edge reports beside the message, and `retry_after`
 (seconds) where retrying soon can help.
@@ -105,6 +106,12 @@ class InvalidInput(CariError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+
+
+class InvalidBody(CariError):
+    """The request body cannot be decoded at all (no field to name)."""
+
+    code = "invalid_body"
 
 
 class Retryable(Exception):

@@ -35,6 +35,7 @@ from cari.errors import (
     DatabaseUnavailable,
     EmbedderBusy,
     EmbedderUnavailable,
+    InvalidBody,
     InvalidInput,
     LLMUnavailable,
     NotFound,
@@ -49,6 +50,7 @@ STATUS = {
     NotFound: 404,
     Conflict: 409,
     InvalidInput: 422,
+    InvalidBody: 400,
     DatabaseUnavailable: 503,
     DatabaseBusy: 503,
     StatementTimeout: 503,
@@ -119,12 +121,10 @@ def nested_too_deeply(
         body = {"status_code": 500, "detail": "Internal Server Error", "code": "internal_error"}
         return Response(body, status_code=500, media_type=MediaType.JSON)
     log.info("%s %s: JSON body nested too deeply", request.method, request.url.path)
-    body = {
-        "status_code": 400,
-        "detail": "the JSON body is nested too deeply to decode (about 1,000 levels or more)",
-        "code": "invalid_body",
-    }
-    return Response(body, status_code=400, media_type=MediaType.JSON)
+    return error_response(
+        request,
+        InvalidBody("the JSON body is nested too deeply to decode (about 1,000 levels or more)"),
+    )
 
 
 def create_app(settings: Settings, dsn: str | None = None) -> Litestar:

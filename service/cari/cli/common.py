@@ -60,16 +60,16 @@ def migrated_database(settings: Settings) -> str:
     return dsn
 
 
-def run(work: Callable[[Runtime], Awaitable[R]], settings: Settings | None = None) -> R:
+def run(work: Callable[[Runtime], Awaitable[R]], config: Settings | None = None) -> R:
     """`work` in a runtime on the migrated database, closed when it returns."""
     from cari.runtime import check, open_runtime
 
-    settings = settings or load_settings()
-    check(settings)
-    dsn = migrated_database(settings)
+    config = config or settings()
+    check(config)  # before the embedded server may be started for nothing
+    dsn = migrated_database(config)
 
     async def main() -> R:
-        async with open_runtime(settings, dsn=dsn) as rt:
+        async with open_runtime(config, dsn=dsn) as rt:
             return await work(rt)
 
     return asyncio.run(main())

@@ -48,17 +48,18 @@ class QueryVectors:
             return vector, True
         task = self._pending.get(text)
         if task is None:
-            self._admit()
-            task = asyncio.ensure_future(self._embed(text))
+            probe = self._admit()
+            task = asyncio.ensure_future(self._embed(text, probe))
             task.add_done_callback(self._settled)
             self._pending[text] = task
         # Shielded: one asker giving up (a client gone) does not cancel the others' embedding.
         return await asyncio.shield(task), False
 
-    def _admit(self) -> None:
-        """Raise EmbedderUnavailable while the breaker is open (or another search probes)."""
+    def _admit(self) -> bool:
+        """Raise EmbedderUnavailable while the breaker is open (or another search probes);
+        True when this embedding is the probe."""
         if self._failures < BREAKER_FAILURES:
-            return
+            return False
         wait = self._open_until - time.monotonic()
         if wait > 0 or self._probing:
             raise EmbedderUnavailable(
@@ -68,8 +69,9 @@ class QueryVectors:
                 retry_after=max(wait, 1.0),
             )
         self._probing = True
+        return True
 
-    async def _embed(self, text: str) -> np.ndarray:
+    async def _embed(self, text: str, probe: bool) -> np.ndarray:
         try:
             with anyio.fail_after(self.timeout_s):
                 vector = await self.embedder.embed_query(text)
@@ -83,7 +85,8 @@ class QueryVectors:
             self._failed(exc)
             raise
         finally:
-            self._probing = False
+            if probe:
+                self._probing = False
             del self._pending[text]
         self._failures = 0
         self._cache[text] = vector
