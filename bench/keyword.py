@@ -1,9 +1,10 @@
 """Keyword search (Okapi BM25 in PostgreSQL) at 100k chunks: latency, exactness, load, storage.
 
     python -m bench.keyword [--chunks 100000] [--queries 200] [--corpus zipf,pessimistic]
-                            [--seed 1]
+                            [--language english] [--seed 1]
 
-Each corpus goes into a fresh database (one collection, language `english`; documents of 10
+Each corpus goes into a fresh database (one collection in `--language`: `english` drops stop
+words when it analyses text, `simple` keeps every word as a lexeme; documents of 10
 chunks; no embeddings), then the same queries run through four rankers, one query at a time on
 one held autocommit connection, after one warm-up pass (the order of the four rotates query by
 query, so all see the same cache state):
@@ -53,8 +54,8 @@ Last, `EXPLAIN (ANALYZE, BUFFERS)` of the statement for a query with common lexe
 rare ones, and the slowest typical query (zipf). Target: bm25 p95 <= 20 ms on zipf for queries
 up to 8 words.
 
-Runs on DATABASE_URL if set (databases `cari_bench_keyword_<corpus>`), else on a throwaway
-embedded server.
+Runs on DATABASE_URL if set (databases `cari_bench_keyword_<corpus>_<language>`), else on a
+throwaway embedded server.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ T = TypeVar("T")
 
 CORPORA = ("zipf", "pessimistic")
 COLLECTION = "bench"
-LANGUAGE = "english"
+LANGUAGES = ("english", "simple")
 CANDIDATES = 40
 COPY_BATCH = 5_000
 CHUNKS_PER_DOCUMENT = 10
@@ -194,6 +195,7 @@ class KindReport:
 @dataclass(slots=True)
 class CorpusReport:
     name: str
+    language: str
     description: str
     chunks: int
     documents: int
@@ -318,12 +320,12 @@ async def copy_rows(
     return time.perf_counter() - started
 
 
-async def load(conn: AConn, corpus: Corpus) -> tuple[int, int, LoadReport]:
+async def load(conn: AConn, corpus: Corpus, language: str) -> tuple[int, int, LoadReport]:
     """Create the collection and its documents, COPY the chunks once without and once with the
     triggers, fold the statistics and vacuum. Returns the collection id and language oid."""
     cur = await conn.execute(
         "INSERT INTO collections (name, language) VALUES (%s, %s) RETURNING id, language::oid",
-        (COLLECTION, LANGUAGE),
+        (COLLECTION, language),
     )
     collection_id, language = await cur.fetchone() or (0, 0)
     cur = await conn.execute(
@@ -381,7 +383,9 @@ async def storage(conn: AConn) -> tuple[dict[str, int], int, int]:
 # Queries --------------------------------------------------------------------------------------
 
 
-async def surface_words(conn: AConn, corpus: Corpus, lexemes: Sequence[str]) -> dict[str, str]:
+async def surface_words(
+    conn: AConn, corpus: Corpus, lexemes: Sequence[str], language: str
+) -> dict[str, str]:
     """For each lexeme, the most frequent word of (a sample of) the corpus that analyses to it
     alone; the lexeme itself when none does."""
     counts: Counter[str] = Counter()
@@ -392,7 +396,7 @@ async def surface_words(conn: AConn, corpus: Corpus, lexemes: Sequence[str]) -> 
         "SELECT u.w, l.lexeme FROM unnest(%s::text[]) WITH ORDINALITY AS u (w, n), "
         "unnest(to_tsvector(%s::regconfig, u.w)) AS l "
         "WHERE l.lexeme = ANY (%s) ORDER BY u.n",
-        (words, LANGUAGE, list(lexemes)),
+        (words, language, list(lexemes)),
     )
     found: dict[str, str] = {}
     for word, lexeme in await cur.fetchall():
@@ -401,14 +405,14 @@ async def surface_words(conn: AConn, corpus: Corpus, lexemes: Sequence[str]) -> 
 
 
 async def worst_queries(
-    conn: AConn, corpus: Corpus, collection_id: int, count: int, seed: int
+    conn: AConn, corpus: Corpus, collection_id: int, language: str, count: int, seed: int
 ) -> list[str]:
     cur = await conn.execute(
         "SELECT lexeme FROM bm25_terms WHERE collection_id = %s ORDER BY df DESC, lexeme LIMIT %s",
         (collection_id, COMMON_RANKS),
     )
     common = [str(r[0]) for r in await cur.fetchall()]
-    words = await surface_words(conn, corpus, common)
+    words = await surface_words(conn, corpus, common, language)
     rng = random.Random(seed)
     return [
         " ".join(words[x] for x in rng.sample(common, rng.randint(4, MAX_QUERY_WORDS)))
@@ -416,7 +420,7 @@ async def worst_queries(
     ]
 
 
-async def rare_query(conn: AConn, corpus: Corpus, collection_id: int) -> str:
+async def rare_query(conn: AConn, corpus: Corpus, collection_id: int, language: str) -> str:
     """Three lexemes of document frequency 2-20, as words."""
     cur = await conn.execute(
         "SELECT lexeme FROM bm25_terms WHERE collection_id = %s AND df BETWEEN 2 AND 20 "
@@ -424,7 +428,7 @@ async def rare_query(conn: AConn, corpus: Corpus, collection_id: int) -> str:
         (collection_id,),
     )
     lexemes = [str(r[0]) for r in await cur.fetchall()]
-    words = await surface_words(conn, corpus, lexemes)
+    words = await surface_words(conn, corpus, lexemes, language)
     return " ".join(words[x] for x in lexemes)
 
 
@@ -441,6 +445,7 @@ class Rankers:
     def __init__(self, conn: AConn, collection_id: int, language: int) -> None:
         self.conn = conn
         self.collection_id = collection_id
+        self.language = language
         self.params = {
             "collection_id": collection_id,
             "language": language,
@@ -469,8 +474,8 @@ class Rankers:
 
 async def measure(rankers: Rankers, queries: list[str]) -> KindReport:
     cur = await rankers.conn.execute(
-        "SELECT length(to_tsvector(%s::regconfig, q)) FROM unnest(%s::text[]) AS q",
-        (LANGUAGE, queries),
+        "SELECT length(to_tsvector(%s::oid::regconfig, q)) FROM unnest(%s::text[]) AS q",
+        (rankers.language, queries),
     )
     lexemes = [int(r[0]) for r in await cur.fetchall()]
     report = KindReport(
@@ -522,11 +527,11 @@ async def explain(conn: AConn, collection_id: int, text: str) -> list[str]:
 
 
 async def bench_corpus(
-    conn: AConn, corpus: Corpus, queries: int, seed: int, *, explains: bool
+    conn: AConn, corpus: Corpus, language: str, queries: int, seed: int, *, explains: bool
 ) -> CorpusReport:
     """Load `corpus` into the (fresh, migrated) database of `conn`, an autocommit connection,
     and measure `queries` queries of each kind."""
-    collection_id, language, loaded = await load(conn, corpus)
+    collection_id, language_oid, loaded = await load(conn, corpus, language)
     sizes, postings, lexemes = await storage(conn)
     cur = await conn.execute(
         "SELECT version(), current_setting('shared_buffers'), current_setting('work_mem'), "
@@ -536,9 +541,9 @@ async def bench_corpus(
     server = f"{version}; shared_buffers {shared_buffers}, work_mem {work_mem}, jit {jit}"
     kinds = {
         "typical": corpus.typical[:queries],
-        "worst": await worst_queries(conn, corpus, collection_id, queries, seed),
+        "worst": await worst_queries(conn, corpus, collection_id, language, queries, seed),
     }
-    rankers = Rankers(conn, collection_id, language)
+    rankers = Rankers(conn, collection_id, language_oid)
     gc.collect()
     gc.freeze()
     try:
@@ -561,7 +566,7 @@ async def bench_corpus(
     plans: list[tuple[str, list[str]]] = []
     if explains:
         common = kinds["worst"][0]
-        rare = await rare_query(conn, corpus, collection_id)
+        rare = await rare_query(conn, corpus, collection_id, language)
         plans.append((f"common lexemes {common!r}", await explain(conn, collection_id, common)))
         plans.append((f"rare lexemes {rare!r}", await explain(conn, collection_id, rare)))
         typical = measured["typical"]
@@ -575,6 +580,7 @@ async def bench_corpus(
         )
     return CorpusReport(
         corpus.name,
+        language,
         corpus.description,
         len(corpus.rows),
         len(corpus.documents),
@@ -597,7 +603,10 @@ def _mb(n: int) -> str:
 
 
 def format_report(report: CorpusReport) -> list[str]:
-    out = [f"== corpus {report.name}: {report.chunks:,} chunks, {report.documents:,} documents"]
+    out = [
+        f"== corpus {report.name} ({report.language}): {report.chunks:,} chunks, "
+        f"{report.documents:,} documents"
+    ]
     out.append(f"   {report.description}")
     out.append(f"   {report.server}")
     out.append(f"   {report.planning}")
@@ -666,7 +675,7 @@ def format_explains(report: CorpusReport) -> list[str]:
     return out
 
 
-async def run(chunks: int, queries: int, corpora: list[str], seed: int) -> None:
+async def run(chunks: int, queries: int, corpora: list[str], language: str, seed: int) -> None:
     began = time.perf_counter()
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
     reports: list[CorpusReport] = []
@@ -677,11 +686,13 @@ async def run(chunks: int, queries: int, corpora: list[str], seed: int) -> None:
             f"{name}: built {len(corpus.rows):,} chunks in {time.perf_counter() - started:.1f} s",
             flush=True,
         )
-        async with fresh_runtime(f"cari_bench_keyword_{name}", settings) as rt:
+        async with fresh_runtime(f"cari_bench_keyword_{name}_{language}", settings) as rt:
             # The next corpus goes to a fresh database on the same server.
             settings = settings.model_copy(update={"database_url": rt.pool.conninfo})
             async with rt.pool.connection() as conn:
-                report = await bench_corpus(conn, corpus, queries, seed, explains=name == "zipf")
+                report = await bench_corpus(
+                    conn, corpus, language, queries, seed, explains=name == "zipf"
+                )
         del corpus
         reports.append(report)
         print("\n".join(format_report(report)), flush=True)
@@ -699,13 +710,14 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--corpus", default=",".join(CORPORA), help="comma-separated")
+    parser.add_argument("--language", choices=LANGUAGES, default=LANGUAGES[0])
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     corpora = [c.strip() for c in args.corpus.split(",") if c.strip()]
     for name in corpora:
         if name not in CORPORA:
             parser.error(f"unknown corpus {name!r}: use {', '.join(CORPORA)}")
-    asyncio.run(run(args.chunks, args.queries, corpora, args.seed))
+    asyncio.run(run(args.chunks, args.queries, corpora, args.language, args.seed))
 
 
 if __name__ == "__main__":
