@@ -215,3 +215,35 @@ def test_embedder_misconfiguration_is_one_line(dsn: str, clean_env: dict[str, st
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("Error: ") and "CARI_EMBEDDING_MODEL" in lines[0]
+
+
+def test_embedded_server_is_sized_for_the_machine(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    data_dir = tmp_path / "data"
+    env = {**clean_env, "CARI_DATA_DIR": str(data_dir), "CARI_EMBEDDED_SHARED_BUFFERS_MB": "200"}
+    size = "SELECT pg_size_bytes(current_setting('shared_buffers')) / 1048576"
+    cache = "SELECT pg_size_bytes(current_setting('effective_cache_size')) / 1048576"
+    # A new server is created, then restarted with the settings.
+    dsn = run(["db", "url"], env).stdout.strip()
+    assert psql(dsn, size) == "200"
+    assert psql(dsn, cache) == str(max(embedded.machine_memory_mb() // 2, 200))
+    conf = embedded.pgdata_path(data_dir) / embedded.CONFIG_FILE
+    assert "shared_buffers = '200MB'" in conf.read_text()
+
+    # A running server keeps its buffers until it restarts, and says so.
+    changed = run(["migrate"], {**env, "CARI_EMBEDDED_SHARED_BUFFERS_MB": "300"})
+    assert changed.returncode == 0, changed.stderr
+    assert "applies when it restarts" in changed.stderr
+    assert psql(dsn, size) == "200"
+    assert run(["db", "stop"], env).stdout.strip() == "stopped"
+    env["CARI_EMBEDDED_SHARED_BUFFERS_MB"] = "300"
+    dsn = run(["db", "url"], env).stdout.strip()
+    assert psql(dsn, size) == "300"
+
+    # A DBA's ALTER SYSTEM wins over Cari's file.
+    psql(dsn, "ALTER SYSTEM SET shared_buffers = '160MB'")
+    assert run(["db", "stop"], env).stdout.strip() == "stopped"
+    dsn = run(["db", "url"], env).stdout.strip()
+    assert psql(dsn, size) == "160"
+    assert run(["db", "stop"], env).stdout.strip() == "stopped"

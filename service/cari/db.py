@@ -14,7 +14,11 @@ def database_url(settings: Settings, *, keep_running: bool = False) -> str:
     """The configured server's DSN, starting the embedded server when none is configured."""
     if settings.database_url is not None:
         return settings.database_url
-    return embedded.start(settings.data_dir, keep_running=keep_running)
+    return embedded.start(
+        settings.data_dir,
+        keep_running=keep_running,
+        shared_buffers_mb=settings.embedded_shared_buffers_mb,
+    )
 
 
 def check_reachable(dsn: str) -> None:

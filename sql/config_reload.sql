@@ -1,0 +1,2 @@
+-- Make the server re-read its configuration files (the embedded server's cari.conf changed).
+SELECT pg_reload_conf();
