@@ -73,6 +73,22 @@ def test_hung_embedder_costs_a_search_its_budget_then_the_breaker_skips_it(
     assert len(fake.requests) == asked  # the open breaker sent nothing to the embedder
 
 
+def test_a_refusing_embedder_is_reported_without_its_address(dsn: str, fake: FakeOpenAI) -> None:
+    with app_client(dsn, fake, embedding_max_retries=0) as client:
+        assert client.post("/v1/collections", json={"name": "cars"}).status_code == 201
+        added = client.post("/v1/collections/cars/documents", json={"documents": DOCUMENTS})
+        assert added.status_code == 200
+        fake.close()
+        vector, _ = _search(client, "mobil tujuh kursi", "vector")
+        assert vector.status_code == 503 and vector.json()["code"] == "embedder_unavailable"
+        assert "embedding service failed (1 attempt): cannot connect" in vector.json()["detail"]
+        hybrid, _ = _search(client, "mobil bensin irit", "hybrid")
+        assert hybrid.status_code == 200 and hybrid.json()["degraded"] == ["vector"]
+        address = fake.url.split("//", 1)[1].split("/", 1)[0]
+        for response in (vector, hybrid):
+            assert address not in response.text
+
+
 def test_database_failures_are_told_apart(dsn: str) -> None:
     with app_client(dsn, pool_max_size=1, pool_timeout_s=0.3, statement_timeout_ms=300) as client:
         assert client.post("/v1/collections", json={"name": "cars"}).status_code == 201

@@ -8,6 +8,7 @@ store chunks without vectors and `cari reembed` fills them in later.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import random
@@ -25,6 +26,8 @@ import openai
 from cari.errors import ConfigError, EmbedderBusy, EmbedderUnavailable, Retryable
 from cari.remote import one_line, redacted, retry_after, retryable, server_message
 from cari.settings import LOCAL_EMBEDDING_DIMENSION, Settings
+
+log = logging.getLogger(__name__)
 
 Vector = npt.NDArray[np.float32]
 
@@ -337,11 +340,14 @@ class OpenAIEmbedder:
             except Retryable as retry:
                 if attempt >= self.max_retries:
                     tries = f"{attempt + 1} attempt{'s' if attempt else ''}"
-                    raise EmbedderUnavailable(
-                        f"embedding service at {self.endpoint} failed ({tries}): {retry.reason}"
-                    ) from None
+                    raise self._unavailable(f"failed ({tries}): {retry.reason}") from None
                 await anyio.sleep(self._backoff(attempt, retry.wait))
                 attempt += 1
+
+    def _unavailable(self, what: str) -> EmbedderUnavailable:
+        """The error names no endpoint (it reaches API clients); the log line does."""
+        log.warning("embedding service at %s %s", self.endpoint, what)
+        return EmbedderUnavailable(f"embedding service {what}")
 
     def _backoff(self, attempt: int, asked: float | None) -> float:
         if asked is not None:
@@ -360,20 +366,14 @@ class OpenAIEmbedder:
             if self._send_dimensions and status in (400, 422) and _about_dimensions(message):
                 self._send_dimensions = False  # the model takes no `dimensions`; ask without
                 return await self._attempt(inputs)
-            raise EmbedderUnavailable(
-                f"embedding service at {self.endpoint} rejected the request "
-                f"(HTTP {status}): {message}"
-            ) from None
+            raise self._unavailable(f"rejected the request (HTTP {status}): {message}") from None
         except openai.APITimeoutError:
             raise Retryable(f"no answer within {self.timeout_s:g} s") from None
         except openai.APIConnectionError as exc:
             detail = str(exc.__cause__ or "") or exc.message
             raise Retryable(f"cannot connect: {one_line(detail)}") from None
         except openai.OpenAIError as exc:
-            raise EmbedderUnavailable(
-                f"embedding service at {self.endpoint} gave an unusable answer: "
-                f"{one_line(str(exc))}"
-            ) from None
+            raise self._unavailable(f"gave an unusable answer: {one_line(str(exc))}") from None
         return self._vectors(response, len(inputs))
 
     async def _request(self, inputs: list[str]) -> Any:
@@ -395,20 +395,13 @@ class OpenAIEmbedder:
             indices = [int(item.index) for item in data]
             vectors = [np.asarray(item.embedding, dtype=np.float32) for item in data]
         except (AttributeError, TypeError, ValueError) as exc:
-            raise EmbedderUnavailable(
-                f"embedding service at {self.endpoint} gave an unusable answer: "
-                f"{one_line(str(exc))}"
-            ) from None
+            raise self._unavailable(f"gave an unusable answer: {one_line(str(exc))}") from None
         if indices != list(range(expected)):
-            raise EmbedderUnavailable(
-                f"embedding service at {self.endpoint} answered {len(indices)} embeddings "
-                f"for {expected} inputs"
-            )
+            raise self._unavailable(f"answered {len(indices)} embeddings for {expected} inputs")
         for vector in vectors:
             if vector.ndim != 1:
-                raise EmbedderUnavailable(
-                    f"embedding service at {self.endpoint} gave an unusable answer: "
-                    "an embedding is not a list of numbers"
+                raise self._unavailable(
+                    "gave an unusable answer: an embedding is not a list of numbers"
                 )
             if vector.shape[0] != self.dimension:
                 raise EmbedderUnavailable(

@@ -1,11 +1,13 @@
 """Chat completions from any OpenAI-compatible API, whole or streamed, through the `openai` SDK.
 
 Every failure (unreachable, timeout, an HTTP error, a stream that breaks midway) is an
-`LLMUnavailable` naming the endpoint and the reason; the caller falls back or reports it.
+`LLMUnavailable` naming the model and the reason (the endpoint goes to the log only); the caller
+falls back or reports it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
 # `complete` tries a rate-limited or failing server once more, after Retry-After (capped) or:
 _RETRY_WAIT_S = 1.0
 _RETRY_WAIT_CAP_S = 5.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +137,9 @@ class ChatClient:
         await self._client.close()
 
     def _failed(self, reason: str) -> LLMUnavailable:
-        return LLMUnavailable(f"language model {self.model} at {self.endpoint} failed: {reason}")
+        """The error names no endpoint (it reaches API clients); the log line does."""
+        log.warning("language model %s at %s failed: %s", self.model, self.endpoint, reason)
+        return LLMUnavailable(f"language model {self.model} failed: {reason}")
 
     def _unavailable(self, exc: openai.OpenAIError) -> LLMUnavailable:
         if isinstance(exc, openai.APIStatusError):

@@ -8,6 +8,7 @@ Cohere, Jina, vLLM, Infinity and llama.cpp's server all take
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from typing import Any, TypeGuard
@@ -16,6 +17,8 @@ import httpx
 
 from cari.errors import RerankUnavailable
 from cari.remote import one_line, redacted
+
+log = logging.getLogger(__name__)
 
 
 class Reranker:
@@ -81,7 +84,9 @@ class Reranker:
         return ranking
 
     def _failed(self, reason: str) -> RerankUnavailable:
-        return RerankUnavailable(f"reranker {self.model} at {self.endpoint} failed: {reason}")
+        """The error names no endpoint (it reaches API clients); the log line does."""
+        log.warning("reranker %s at %s failed: %s", self.model, self.endpoint, reason)
+        return RerankUnavailable(f"reranker {self.model} failed: {reason}")
 
 
 def _index(value: object, count: int) -> TypeGuard[int]:
