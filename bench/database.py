@@ -31,7 +31,7 @@ def fresh_database(name: str, settings: Settings) -> str:
         folder = Path(tempfile.mkdtemp(prefix="cari-bench-"))
         # Registered before the server's own exit handler, so it runs after the server stops.
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        server = embedded.start(folder)
+        server = embedded.start(folder, shared_buffers_mb=settings.embedded_shared_buffers_mb)
         _embedded.append(server)
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(
