@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -247,3 +248,38 @@ def test_embedded_server_is_sized_for_the_machine(
     dsn = run(["db", "url"], env).stdout.strip()
     assert psql(dsn, size) == "160"
     assert run(["db", "stop"], env).stdout.strip() == "stopped"
+
+
+def test_serve_restarts_the_embedded_server_after_it_crashes(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    data_dir = tmp_path / "data"
+    env = {**clean_env, "CARI_DATA_DIR": str(data_dir)}
+    with serving(env) as base:
+        assert http("POST", f"{base}/v1/collections", {"name": "faq"})[0] == 201
+        pid_file = embedded.pgdata_path(data_dir) / "postmaster.pid"
+        postmaster = int(pid_file.read_text().split()[0])
+        os.kill(postmaster, signal.SIGKILL)
+        killed = time.monotonic()
+
+        # Within a few seconds a new server runs and the service serves again, with nothing
+        # lost and no manual step.
+        def restarted() -> bool:
+            try:
+                return int(pid_file.read_text().split()[0]) != postmaster
+            except (OSError, ValueError, IndexError):
+                return False
+
+        while not (restarted() and http("GET", f"{base}/readyz")[0] == 200):
+            assert time.monotonic() - killed < 30, "not back within 30 s"
+            time.sleep(0.2)
+        back = time.monotonic() - killed
+        status, body = http("GET", f"{base}/v1/collections/faq")
+        assert (status, body["name"]) == (200, "faq")
+        assert back < 15
+    # A deliberate stop is not undone.
+    with serving(env) as base:
+        assert run(["db", "stop", "--force"], env).stdout.strip() == "stopped"
+        time.sleep(3)
+        assert http("GET", f"{base}/readyz")[0] == 503
+        assert embedded.running_dsn(data_dir) is None

@@ -162,6 +162,30 @@ def _leave_running_if_marked(server: Any, marker: Path) -> None:
         server.cleanup_mode = None
 
 
+def crashed(data_dir: Path) -> bool:
+    """Whether the server died without shutting down (kill -9, the OOM killer): its
+    postmaster.pid is left behind. A stop (`cari db stop`, pg_ctl) removes the file."""
+    info = _library().utils.PostmasterInfo.read_from_pgdata(pgdata_path(data_dir))
+    return info is not None and not info.is_running()
+
+
+def restart(data_dir: Path) -> None:
+    """Start again the server this process started or joined (`start`) after it crashed."""
+    library = _library()
+    pgdata = pgdata_path(data_dir)
+    server = library.PostgresServer._instances.get(pgdata.resolve())
+    if server is None:
+        raise DatabaseUnavailable(f"this process did not start the embedded PostgreSQL {pgdata}")
+    try:
+        with library.PostgresServer._lock:
+            server.ensure_postgres_running()
+    except (subprocess.SubprocessError, OSError, AssertionError) as exc:
+        # E.g. the dead server's backends still hold its shared memory for a moment.
+        raise DatabaseUnavailable(
+            f"the embedded PostgreSQL in {pgdata} did not start ({exc}); its log is {pgdata}/log"
+        ) from None
+
+
 def psql_path() -> Path:
     """The psql that ships with the embedded server."""
     return Path(_library()._commands.POSTGRES_BIN_PATH) / "psql"

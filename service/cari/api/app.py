@@ -43,6 +43,7 @@ from cari.errors import (
 )
 from cari.ingest.pipeline import backfill_embeddings
 from cari.settings import Settings
+from cari.supervisor import supervise
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +145,8 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             async with anyio.create_task_group() as tasks:
                 if settings.reembed_interval_s > 0:
                     tasks.start_soon(backfill_embeddings, rt.pool, rt.embedder, settings)
+                if settings.database_url is None:  # the embedded server: ours to keep up
+                    tasks.start_soon(supervise, settings.data_dir, rt.pool)
                 yield
                 tasks.cancel_scope.cancel()
 
