@@ -1,6 +1,7 @@
 """Keyword relevance: Cari's BM25 against `ts_rank_cd` and a reference BM25 library, same run.
 
     python -m bench.bm25_quality [--dataset DIR ...] [--split test] [--title-boost 1 2 ...]
+                                 [--k3 0 1000 ...]
 
 For each BEIR-format dataset (default: every folder of ../shared/eval/datasets that has the
 split), in a fresh database:
@@ -10,17 +11,22 @@ split), in a fresh database:
   needs none, so no embedding model runs. The collection's language is `indonesian` for TyDi,
   else `english`.
 - Keyword rankers, each returning its best 100 chunks for every judged query:
-  - `cari bm25 (boost B)`: Cari's keyword retriever (`cari.search.bm25`, top 100), with the
-    collection's title boost set to each `--title-boost` in turn, then at the last boost once
-    more with the query stop words set aside (`query_stopwords` emptied for that pass);
+  - `cari bm25 (boost B, k3 K)`: Cari's keyword retriever (`cari.search.bm25`, top 100), with
+    the collection's title boost and query-term saturation `bm25_k3` set to each `--title-boost`
+    and each `--k3` in turn (k3 0: a word the query repeats counts once; 1000: about as often as
+    it is said), then at the last of each once more with the query stop words set aside
+    (`query_stopwords` emptied for that pass);
   - `ts_rank_cd AND`: the tutorial's keyword branch, `websearch_to_tsquery` (every word
     required) ranked by `ts_rank_cd`;
   - `ts_rank_cd OR`: the same with the query's lexemes OR-ed;
-  - `bm25s (pg tokens)`: the `bm25s` library on exactly the tokens PostgreSQL makes of each
-    chunk's title and text, and of each query as Cari's keyword search analyses it (stop words
-    dropped; `bench.reference`): the same scoring done elsewhere, so it should match
-    `cari bm25 (boost 1)` up to ties;
-  - `bm25s (own tokens)`: `bm25s` with its own tokenizer, Snowball stemmer and stop words.
+  - `bm25s (pg tokens, once)` and `bm25s (pg tokens, repeats)`: the `bm25s` library on exactly
+    the tokens PostgreSQL makes of each chunk's title and text, and of each query as Cari's
+    keyword search analyses it (stop words dropped; `bench.reference`), a query word counted
+    once, or once per occurrence as bm25s does by itself: the same scoring done elsewhere, so
+    they should match `cari bm25 (boost 1, k3 0)` and `(boost 1, k3 1000)` up to ties;
+  - `bm25s (own tokens, repeats)`: `bm25s` as it comes, with its own tokenizer, Snowball
+    stemmer and stop words, a repeated query word counted each time: the reference a user of
+    that library gets.
 - Chunks become their documents at their best rank; nDCG@10, Recall@10, MRR@10 and
   Recall@100 come from `pytrec_eval` (`bench.quality.evaluate`). Per-query latency is reported
   for the in-database rankers.
@@ -57,7 +63,7 @@ from bench.quality import (
     load_queries,
     mean_metrics,
 )
-from bench.reference import ReferenceBM25, analyzed_tokens, native_tokens, query_lexemes
+from bench.reference import ReferenceBM25, analyzed_tokens, native_tokens, query_terms
 from cari import collection
 from cari.ingest import store
 from cari.ingest.formats import Section
@@ -143,18 +149,24 @@ def library_ranking(
     query_tokens: dict[str, list[str]],
     chunk_ids: Sequence[int],
     documents: dict[int, str],
+    *,
+    repeats: bool,
 ) -> Ranking:
+    """bm25s's ranking, a query token given twice counted twice, or (not `repeats`) once."""
     reference = ReferenceBM25(corpus)
     return {
         qid: document_ranking(
-            [documents[chunk_ids[i]] for i, _ in reference.search(sorted(set(tokens)), DEPTH)]
+            [
+                documents[chunk_ids[i]]
+                for i, _ in reference.search(tokens if repeats else sorted(set(tokens)), DEPTH)
+            ]
         )
         for qid, tokens in query_tokens.items()
     }
 
 
 async def run_dataset(
-    settings: Settings, dataset: Path, split: str, boosts: Sequence[float]
+    settings: Settings, dataset: Path, split: str, boosts: Sequence[float], k3s: Sequence[float]
 ) -> dict[str, Any]:
     language = default_language(dataset)
     queries_all = load_queries(dataset)
@@ -168,20 +180,21 @@ async def run_dataset(
         rankings: dict[str, Ranking] = {}
         latency: dict[str, list[float]] = {}
         for boost in boosts:
-            async with pool.connection() as conn:
-                await collection.update(
-                    conn, "keyword", collection.CollectionUpdate(title_boost=boost)
+            for k3 in k3s:
+                async with pool.connection() as conn:
+                    await collection.update(
+                        conn, "keyword", collection.CollectionUpdate(title_boost=boost, bm25_k3=k3)
+                    )
+                name = f"cari bm25 (boost {boost:g}, k3 {k3:g})"
+                rankings[name], latency[name] = await timed_ranking(
+                    pool, cari_ranker(ref), queries, documents
                 )
-            name = f"cari bm25 (boost {boost:g})"
-            rankings[name], latency[name] = await timed_ranking(
-                pool, cari_ranker(ref), queries, documents
-            )
         # The same BM25 without query stop words: the rows are set aside for one pass (this
         # database is the run's own) and put back.
         async with pool.connection() as conn:
             cur = await conn.execute("DELETE FROM query_stopwords RETURNING language, lexeme")
             stop_rows = await cur.fetchall()
-        name = f"cari bm25 (boost {boosts[-1]:g}, no query stop words)"
+        name = f"cari bm25 (boost {boosts[-1]:g}, k3 {k3s[-1]:g}, no query stop words)"
         rankings[name], latency[name] = await timed_ranking(
             pool, cari_ranker(ref), queries, documents
         )
@@ -195,13 +208,19 @@ async def run_dataset(
         dsn = pool.conninfo
     with psycopg.connect(dsn) as conn:
         corpus = analyzed_tokens(conn, language, texts)
-        analyzed = query_lexemes(conn, language, list(queries.values()))
-    rankings["bm25s (pg tokens)"] = library_ranking(
-        corpus, dict(zip(queries, analyzed, strict=True)), chunk_ids, documents
-    )
+        terms = query_terms(conn, language, list(queries.values()))
+    analyzed = dict(zip(queries, terms, strict=True))
+    for repeats in (False, True):
+        rankings[f"bm25s (pg tokens, {'repeats' if repeats else 'once'})"] = library_ranking(
+            corpus, analyzed, chunk_ids, documents, repeats=repeats
+        )
     own = native_tokens(language, list(queries.values()))
-    rankings["bm25s (own tokens)"] = library_ranking(
-        native_tokens(language, texts), dict(zip(queries, own, strict=True)), chunk_ids, documents
+    rankings["bm25s (own tokens, repeats)"] = library_ranking(
+        native_tokens(language, texts),
+        dict(zip(queries, own, strict=True)),
+        chunk_ids,
+        documents,
+        repeats=True,
     )
     return {
         "dataset": dataset.name,
@@ -246,7 +265,7 @@ async def main_async(args: argparse.Namespace) -> None:
     )
     for folder in folders:
         started = time.perf_counter()
-        result = await run_dataset(settings, Path(folder), args.split, args.title_boost)
+        result = await run_dataset(settings, Path(folder), args.split, args.title_boost, args.k3)
         print(report(result))
         print(f"  ({time.perf_counter() - started:.0f} s)\n", flush=True)
 
@@ -262,6 +281,14 @@ def main() -> None:
         default=[1.0, 3.0],
         help="title boosts to run Cari's BM25 with (default: 1, the reference's scoring, and 3, "
         "the collection default)",
+    )
+    parser.add_argument(
+        "--k3",
+        type=float,
+        nargs="+",
+        default=[0.0, 1000.0],
+        help="query-term saturations to run Cari's BM25 with (default: 0, each query word once, "
+        "and 1000, the collection default: repeats count almost linearly)",
     )
     asyncio.run(main_async(parser.parse_args()))
 

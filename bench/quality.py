@@ -1,7 +1,7 @@
 """Retrieval quality on BEIR-format datasets: every search mode and the usual baselines, one run.
 
     python -m bench.quality [--dataset DIR ...] [--split test] [--language LANGUAGE]
-                            [--limit-queries N] [--out bench/results/quality.json]
+                            [--bm25-k3 K3] [--limit-queries N] [--out bench/results/quality.json]
 
 For each dataset (default: every folder of ../shared/eval/datasets that has `qrels/<split>.tsv`),
 in a fresh database:
@@ -11,7 +11,9 @@ in a fresh database:
   `Ingestor.ingest`, in batches of 64: chunked, embedded, written by binary COPY. A record
   with no text but a title (many CACM records) is its title; one with neither is skipped and
   counted. The collection's text-search language is `english`, or `indonesian` when the
-  folder's name contains "tydi" (`--language` overrides).
+  folder's name contains "tydi" (`--language` overrides). Its other settings are the defaults
+  (`--bm25-k3` sets the keyword scoring's query-term saturation, e.g. 0 to count a repeated
+  query word once, as before migration 0008).
 - Embeddings: the configured embedder (the local model unless `CARI_EMBEDDER` says otherwise),
   behind the on-disk cache of `bench/embedding_cache.py`: a rerun embeds nothing.
 - Queries: those of `queries.jsonl` with judgements in `qrels/<split>.tsv`, in file order (the
@@ -57,6 +59,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytrec_eval
 
 from bench.database import fresh_runtime
@@ -263,6 +266,7 @@ async def run_quality(
     language: str | None = None,
     limit_queries: int | None = None,
     collection_name: str = "quality",
+    bm25_k3: float | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Ingest `dataset` into a new collection in the runtime's (migrated) database, run its judged
@@ -279,10 +283,11 @@ async def run_quality(
         judged = judged[:limit_queries]
     qrels = {qid: qrels_all[qid] for qid in judged}
 
+    spec = collection.CollectionCreate(name=collection_name, language=language)
+    if bm25_k3 is not None:
+        spec = msgspec.structs.replace(spec, bm25_k3=bm25_k3)
     async with pool.connection() as conn:
-        created = await collection.create(
-            conn, collection.CollectionCreate(name=collection_name, language=language)
-        )
+        created = await collection.create(conn, spec)
     counts = await ingest_corpus(rt.ingestor, collection_name, dataset, progress)
     async with pool.connection() as conn:
         await conn.execute("VACUUM (ANALYZE) chunks, postings")  # the state autovacuum leaves
@@ -506,6 +511,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 split=args.split,
                 language=args.language,
                 limit_queries=args.limit_queries,
+                bm25_k3=args.bm25_k3,
                 progress=lambda line: print(line, flush=True),
             )
         results.append(result)
@@ -527,6 +533,9 @@ def main() -> None:
         "--language",
         choices=["english", "indonesian", "simple"],
         help="text-search language (default: english; indonesian for a folder named *tydi*)",
+    )
+    parser.add_argument(
+        "--bm25-k3", type=float, help="the collection's bm25_k3 (default: the collection default)"
     )
     parser.add_argument("--limit-queries", type=int, help="only the first N judged queries")
     parser.add_argument("--out", type=Path, help="merge the figures into this JSON file")

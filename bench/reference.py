@@ -9,6 +9,7 @@ stock library setup would retrieve.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,19 +45,20 @@ def analyzed_tokens(
     return _per_text(conn, _ANALYZE, language, texts)
 
 
-_QUERY_LEXEMES = """
-SELECT d.ord, l.lexeme, 1
+_QUERY_TERMS = """
+SELECT d.ord, l.lexeme, l.qtf
 FROM unnest(%s::text[]) WITH ORDINALITY AS d(body, ord),
-     query_lexemes(%s::regconfig, d.body) AS l (lexeme)
+     query_terms(%s::regconfig, d.body) AS l
 """
 
 
-def query_lexemes(
+def query_terms(
     conn: psycopg.Connection[Any], language: str, texts: Sequence[str]
 ) -> list[list[str]]:
-    """Each query's distinct lexemes as Cari's keyword search looks them up: analysed by
-    `language`, less that configuration's query stop words (`query_lexemes` in PostgreSQL)."""
-    return _per_text(conn, _QUERY_LEXEMES, language, texts)
+    """Each query's lexemes as Cari's keyword search weighs them, each once per occurrence:
+    analysed by `language`, less that configuration's query stop words (`query_terms` in
+    PostgreSQL)."""
+    return _per_text(conn, _QUERY_TERMS, language, texts)
 
 
 def _per_text(
@@ -99,19 +101,30 @@ class ReferenceBM25:
 
     def __init__(self, corpus: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75):
         self._scale = k1 + 1
+        self._documents = len(corpus)
         self._bm25 = bm25s.BM25(method="lucene", k1=k1, b=b, dtype="float64")
         # No "" token: bm25s adds it past the end of its score matrix, and scoring it raises.
         docs = [list(doc) for doc in corpus]
         self._bm25.index(docs, create_empty_token=False, show_progress=False)
 
-    def search(self, query_tokens: Sequence[str], k: int) -> list[tuple[int, float]]:
+    def search(
+        self, query_tokens: Sequence[str], k: int, k3: float | None = None
+    ) -> list[tuple[int, float]]:
         """The `k` best (corpus index, score) pairs, best first (ties by index), only documents
         that match at least one query token.
 
-        Tokens not in the corpus vocabulary are dropped by bm25s's lookup. A token given twice
-        counts twice: bm25s adds a term's column once per occurrence in the query."""
-        ids = self._bm25.get_tokens_ids(list(query_tokens))
-        scores = self._bm25.get_scores_from_ids(ids) * self._scale
+        Tokens not in the corpus vocabulary are dropped by bm25s's lookup. A token given n times
+        counts n times (bm25s adds a term's column once per occurrence in the query), or, with
+        `k3`, n·(k3+1)/(k3+n) times (Okapi's query-term saturation, as Cari weighs it)."""
+        if k3 is None:
+            ids = self._bm25.get_tokens_ids(list(query_tokens))
+            scores = self._bm25.get_scores_from_ids(ids) * self._scale
+        else:
+            scores = np.zeros(self._documents)
+            for token, n in Counter(query_tokens).items():
+                if ids := self._bm25.get_tokens_ids([token]):
+                    weight = n * (k3 + 1) / (k3 + n)
+                    scores += self._bm25.get_scores_from_ids(ids) * self._scale * weight
         hits = np.flatnonzero(scores > 0)
         best = hits[np.lexsort((hits, -scores[hits]))][:k]
         return [(int(i), float(scores[i])) for i in best]

@@ -1,8 +1,9 @@
 -- Absolute relevance evidence for fused chunks (cari.search.relevance): the cosine similarity
 -- of each chunk to the query vector (NULL without one) and the query's term coverage, the share
--- of the query's lexemes (each weighted by its BM25 idf) that the chunk holds. The query is
--- analysed in each language of the collection, as keyword search analyses it (`query_lexemes`:
--- stop words dropped), and a chunk is measured in its own: an English
+-- of the query's lexemes (each weighted by its BM25 idf and, as keyword search weighs it, by how
+-- often the query says it: `bm25_k3`) that the chunk holds. The query is analysed in each
+-- language of the collection, as keyword search analyses it (`query_terms`: stop words
+-- dropped), and a chunk is measured in its own: an English
 -- document in an Indonesian collection is matched on English stems. A query word the
 -- collection has never seen weighs as a word of no chunk (df 0), more than any it holds: a
 -- question about something else covers little of itself here. Each chunk reads its embedding
@@ -21,10 +22,13 @@ WITH sizes AS (
     UNION
     SELECT language FROM collections WHERE id = %(collection_id)s
 ), terms AS MATERIALIZED (  -- once per query, not once per chunk
-    SELECT l.language, w.lexeme, ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) AS idf
+    SELECT l.language, w.lexeme,
+           ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) * w.qtf * (k.bm25_k3 + 1)
+               / (k.bm25_k3 + w.qtf) AS idf
     FROM languages AS l
     CROSS JOIN total AS t
-    CROSS JOIN LATERAL query_lexemes(l.language, %(query)s) AS w (lexeme)
+    CROSS JOIN collections AS k
+    CROSS JOIN LATERAL query_terms(l.language, %(query)s) AS w
     CROSS JOIN LATERAL (
         SELECT coalesce(sum(df), 0) AS df FROM (
             SELECT df FROM bm25_terms
@@ -34,6 +38,7 @@ WITH sizes AS (
             WHERE collection_id = %(collection_id)s AND lexeme = w.lexeme
         ) AS s
     ) AS d
+    WHERE k.id = %(collection_id)s
 )
 SELECT c.id,
        1 - (c.embedding <=> %(vector)s::vector) AS cosine,

@@ -1,13 +1,14 @@
 -- Keyword candidates scored by Okapi BM25, exactly: every posting of the query's lexemes is
 -- read from `postings_lexeme_idx` (an index-only range per lexeme) and summed per chunk.
 -- The query is analysed by each text-search configuration the collection's chunks use, less
--- that configuration's query stop words (`query_lexemes`, migration 0007); `N`,
+-- that configuration's query stop words (`query_terms`, migrations 0007 and 0008); a lexeme
+-- the query says `qtf` times weighs qtf·(k3+1)/(k3+qtf) (Okapi's k3; 1 when said once); `N`,
 -- the average length and each lexeme's `df` are the compacted statistics plus pending deltas,
 -- all in this statement's snapshot. A title occurrence counts `title_boost` body occurrences.
 -- {filters} is empty or a WHERE on `heads.chunk_id` built from cari.search.filters
 -- (parameterized). `postings_read` is the number of postings summed.
 WITH params AS (
-    SELECT c.bm25_k1 AS k1, c.bm25_b AS b, c.title_boost AS boost, c.language
+    SELECT c.bm25_k1 AS k1, c.bm25_b AS b, c.bm25_k3 AS k3, c.title_boost AS boost, c.language
     FROM collections AS c
     WHERE c.id = %(collection_id)s
 ), sizes AS (
@@ -25,13 +26,16 @@ WITH params AS (
     SELECT sum(chunks) AS n, sum(length) / nullif(sum(chunks), 0) AS avglen
     FROM sizes
 ), words AS (  -- the query analysed as each language of the collection analyses its text
-    SELECT DISTINCT w.lexeme
+    SELECT w.lexeme, max(w.qtf) AS qtf
     FROM (SELECT language FROM sizes WHERE chunks > 0 UNION SELECT language FROM params) AS l,
-         query_lexemes(l.language, %(query)s) AS w (lexeme)
-), terms AS (
-    SELECT w.lexeme, d.df, ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) AS idf
+         query_terms(l.language, %(query)s) AS w
+    GROUP BY w.lexeme
+), terms AS (  -- idf: the lexeme's weight, times its weight in the query
+    SELECT w.lexeme, d.df,
+           ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) * w.qtf * (p.k3 + 1) / (p.k3 + w.qtf) AS idf
     FROM words AS w
     CROSS JOIN totals AS t
+    CROSS JOIN params AS p
     CROSS JOIN LATERAL (
         SELECT sum(df) AS df FROM (
             SELECT df FROM bm25_terms

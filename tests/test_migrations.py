@@ -105,7 +105,9 @@ def test_indonesian_query_stop_words_are_stemmed_by_the_server(empty_dsn: str) -
         languages = {str(r[0]) for r in conn.execute("SELECT language FROM query_stopwords")}
 
         def lexemes(language: str, text: str) -> set[str]:
-            rows = conn.execute("SELECT query_lexemes(%s::regconfig, %s)", (language, text))
+            rows = conn.execute(
+                "SELECT lexeme FROM query_terms(%s::regconfig, %s)", (language, text)
+            )
             return {str(r[0]) for r in rows}
 
         question = lexemes("indonesian", "Siapakah presiden pertama yang dimakamkan di Blitar?")

@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from bench.reference import ReferenceBM25, analyzed_tokens, native_tokens, query_lexemes
+from bench.reference import ReferenceBM25, analyzed_tokens, native_tokens, query_terms
 
 CORPUS = [
     ["cat", "sat", "mat"],
@@ -123,6 +123,20 @@ def test_a_repeated_query_token_counts_twice() -> None:
     assert [s for _, s in twice] == pytest.approx([2 * s for _, s in once], rel=1e-9)
 
 
+def test_k3_saturates_a_repeated_query_token() -> None:
+    bm25 = ReferenceBM25(CORPUS)
+    once = bm25.search(["cat", "dog"], k=10)
+    # k3 0: each token once, however often given; k3 2: a token given twice weighs 2·3/4.
+    counted_once = bm25.search(["cat", "cat", "dog"], k=10, k3=0)
+    assert [i for i, _ in counted_once] == [i for i, _ in once]
+    assert [s for _, s in counted_once] == pytest.approx([s for _, s in once], rel=1e-9)
+    cat = dict(bm25.search(["cat"], k=10))
+    dog = dict(bm25.search(["dog"], k=10))
+    saturated = dict(bm25.search(["cat", "cat", "dog"], k=10, k3=2))
+    for i, score in saturated.items():
+        assert score == pytest.approx(1.5 * cat.get(i, 0) + dog.get(i, 0), rel=1e-9)
+
+
 # -- bm25s's own analyzer -----------------------------------------------------------------------
 
 
@@ -140,10 +154,10 @@ def test_native_other_language_is_refused() -> None:
         native_tokens("german", ["Katzen"])
 
 
-def test_query_lexemes_are_distinct_and_drop_stop_words(conn: psycopg.Connection[Any]) -> None:
+def test_query_terms_count_repeats_and_drop_stop_words(conn: psycopg.Connection[Any]) -> None:
     texts = ["Berapakah harga mobil, mobil baru?", "siapa", "The cats"]
-    assert [sorted(t) for t in query_lexemes(conn, "indonesian", texts)] == [
-        ["baru", "harga", "mobil"],
+    assert [sorted(t) for t in query_terms(conn, "indonesian", texts)] == [
+        ["baru", "harga", "mobil", "mobil"],
         [],
         ["cats", "the"],  # English words, analysed as Indonesian: kept
     ]

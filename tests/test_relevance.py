@@ -68,6 +68,11 @@ def test_coverage_weighs_rare_words_and_unknown_ones(dsn: str, fake: FakeOpenAI)
         # idf(beta, df 1) = ln(1 + 9.5 / 1.5) = 1.9924; idf(df 0) = ln(1 + 10.5 / 0.5) = 3.0910;
         # 1.9924 / (1.9924 + 3.0910) = 0.3919.
         assert coverage(client, "c", "beta zyzzyva")["both"] == pytest.approx(0.3919, abs=0.0001)
+        # Said twice, beta weighs as keyword search weighs it: 2·1001/1002 times its idf.
+        twice = 2 * 1001 / 1002 * 1.9924
+        assert coverage(client, "c", "beta beta zyzzyva")["both"] == pytest.approx(
+            twice / (twice + 3.0910), abs=0.0001
+        )
 
 
 def test_coverage_leaves_out_query_stop_words(dsn: str, fake: FakeOpenAI) -> None:

@@ -44,6 +44,15 @@ Language = Annotated[
 ]
 K1 = Annotated[float, msgspec.Meta(ge=0, le=10, description="BM25 term-frequency saturation.")]
 B = Annotated[float, msgspec.Meta(ge=0, le=1, description="BM25 length normalisation.")]
+K3 = Annotated[
+    float,
+    msgspec.Meta(
+        ge=0,
+        le=1000,
+        description="BM25 query-term saturation: a word the query says n times weighs "
+        "n·(k3+1)/(k3+n); 0 counts it once, 1000 almost n times.",
+    ),
+]
 Keywords = Annotated[
     list[Annotated[str, msgspec.Meta(min_length=1, max_length=64)]],
     msgspec.Meta(max_length=500, description="Words or phrases; matched as whole words."),
@@ -74,6 +83,7 @@ class Collection(msgspec.Struct, kw_only=True):
     top_k: int
     bm25_k1: float
     bm25_b: float
+    bm25_k3: float
     title_boost: float
     pricing_keywords: list[str]
     financing_keywords: list[str]
@@ -94,6 +104,7 @@ class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     top_k: TopK = 5
     bm25_k1: K1 = 1.2
     bm25_b: B = 0.75
+    bm25_k3: K3 = 1000.0
     title_boost: TitleBoost = 3.0
     pricing_keywords: Keywords = msgspec.field(
         default_factory=lambda: list(router.PRICING_KEYWORDS)
@@ -117,6 +128,7 @@ class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     top_k: TopK | msgspec.UnsetType = msgspec.UNSET
     bm25_k1: K1 | msgspec.UnsetType = msgspec.UNSET
     bm25_b: B | msgspec.UnsetType = msgspec.UNSET
+    bm25_k3: K3 | msgspec.UnsetType = msgspec.UNSET
     title_boost: TitleBoost | msgspec.UnsetType = msgspec.UNSET
     pricing_keywords: Keywords | msgspec.UnsetType = msgspec.UNSET
     financing_keywords: Keywords | msgspec.UnsetType = msgspec.UNSET
