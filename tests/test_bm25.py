@@ -18,6 +18,7 @@ from psycopg import sql
 
 from cari import collection
 from cari.collection import CollectionCreate, CollectionUpdate
+from cari.ingest import store
 from cari.ingest.chunking import Chunk
 from cari.ingest.formats import Section
 from cari.ingest.store import (
@@ -396,3 +397,45 @@ def test_cli_checks_and_repairs(dsn: str, clean_env: dict[str, str]) -> None:
     assert cari("check").returncode == 0
     missing = cari("repair", "-c", "nope")
     assert missing.returncode == 1 and "'nope' does not exist" in missing.stderr
+
+
+def test_a_large_document_goes_in_several_copies_and_stays_whole(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A document of more chunks than one COPY takes is written by several (so no statement
+    grows with the document), in one transaction: whole, indexed exactly, or not at all."""
+    monkeypatch.setattr(store, "COPY_ROWS", 4)
+
+    def document(doc_id: str, texts: list[str]) -> Prepared:
+        chunks = [Chunk(i, "", t, len(t.split()), {}) for i, t in enumerate(texts)]
+        return Prepared(NewDocument(doc_id, "", [Section(" ".join(texts))], {}, None), chunks, None)
+
+    words = [f"alpha beta word{i}" for i in range(10)]
+
+    async def work(conn: AConn, ref: CollectionRef) -> None:
+        # Each statement that inserts chunks logs how many (this test's own database).
+        await conn.execute("CREATE TABLE inserts (n bigint)")
+        await conn.execute(
+            "CREATE FUNCTION log_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "INSERT INTO inserts SELECT count(*) FROM new_rows; RETURN NULL; END $$"
+        )
+        await conn.execute(
+            "CREATE TRIGGER log_insert AFTER INSERT ON chunks REFERENCING NEW TABLE AS new_rows "
+            "FOR EACH STATEMENT EXECUTE FUNCTION log_insert()"
+        )
+        await write_documents(conn, ref, [document("big", words)])
+        cur = await conn.execute("SELECT n FROM inserts")
+        assert [r[0] for r in await cur.fetchall()] == [4, 4, 2]
+        cur = await conn.execute("SELECT ordinal FROM chunks ORDER BY ordinal")
+        assert [r[0] for r in await cur.fetchall()] == list(range(10))
+        assert set((await collection.keyword_index_differences(conn, "big")).values()) == {0}
+        # A row the third COPY cannot take (NUL in text) undoes the first two as well.
+        broken = [*words[:9], "bad\x00text"]
+        with pytest.raises(psycopg.DataError):
+            await write_documents(conn, ref, [document("broken", broken)])
+        cur = await conn.execute("SELECT count(*) FROM chunks")
+        assert await cur.fetchone() == (10,)
+        cur = await conn.execute("SELECT count(*) FROM documents")
+        assert await cur.fetchone() == (1,)
+
+    asyncio.run(with_collection(dsn, CollectionCreate(name="big", language="english"), work))
