@@ -15,9 +15,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import click
+import psycopg
 import pytest
 
 from cari import embedded
+from cari.cli.common import user_errors
 
 CARI = [sys.executable, "-m", "cari.cli"]
 
@@ -283,3 +286,27 @@ def test_serve_restarts_the_embedded_server_after_it_crashes(
         time.sleep(3)
         assert http("GET", f"{base}/readyz")[0] == 503
         assert embedded.running_dsn(data_dir) is None
+
+
+def test_database_failures_read_as_the_api_says_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command whose statement times out, or whose database goes away, ends with one line
+    saying so, not the driver's text with the statement in it."""
+    monkeypatch.setenv("CARI_STATEMENT_TIMEOUT_MS", "1234")
+
+    @user_errors
+    def slow() -> None:
+        raise psycopg.errors.QueryCanceled("canceling statement due to statement timeout\nSELECT 1")
+
+    @user_errors
+    def gone() -> None:
+        raise psycopg.OperationalError("server closed the connection unexpectedly at host db-7")
+
+    with pytest.raises(click.ClickException) as slow_error:
+        slow()
+    assert slow_error.value.message == (
+        "the database cancelled a statement that ran longer than 1234 ms "
+        "(CARI_STATEMENT_TIMEOUT_MS)"
+    )
+    with pytest.raises(click.ClickException) as gone_error:
+        gone()
+    assert gone_error.value.message == "database unavailable"

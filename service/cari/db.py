@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import psycopg
+from psycopg_pool import PoolTimeout
 
 from cari import embedded
-from cari.errors import ConfigError, DatabaseUnavailable
+from cari.errors import CariError, ConfigError, DatabaseBusy, DatabaseUnavailable, StatementTimeout
 from cari.queries import query
 from cari.settings import Settings
 
@@ -19,6 +20,29 @@ def database_url(settings: Settings, *, keep_running: bool = False) -> str:
         keep_running=keep_running,
         shared_buffers_mb=settings.embedded_shared_buffers_mb,
     )
+
+
+# How long a client should wait before retrying after the database failed: a restart or a
+# failover takes seconds; a full pool frees up in about a request's time.
+DATABASE_RETRY_AFTER_S = 5
+POOL_RETRY_AFTER_S = 1
+
+
+def failure(exc: Exception, settings: Settings) -> CariError:
+    """What a database failure (`psycopg.OperationalError`, `PoolTimeout`) means, truthfully and
+    without the driver's text, which can name hosts and users."""
+    if isinstance(exc, PoolTimeout):
+        return DatabaseBusy(
+            f"database busy: no connection came free within {settings.pool_timeout_s:g} s",
+            retry_after=POOL_RETRY_AFTER_S,
+        )
+    if isinstance(exc, psycopg.errors.QueryCanceled):
+        # Retrying the same request would most likely run as long again: no Retry-After.
+        return StatementTimeout(
+            "the database cancelled a statement that ran longer than "
+            f"{settings.statement_timeout_ms} ms (CARI_STATEMENT_TIMEOUT_MS)"
+        )
+    return DatabaseUnavailable("database unavailable", retry_after=DATABASE_RETRY_AFTER_S)
 
 
 def check_reachable(dsn: str) -> None:

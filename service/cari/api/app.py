@@ -20,7 +20,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 import cari
-from cari import migrations, runtime
+from cari import db, migrations, runtime
 from cari.api.answer import answer, tool
 from cari.api.auth import require_api_key
 from cari.api.catalog import CatalogController, FinancingRatesController
@@ -59,10 +59,6 @@ STATUS = {
     EmbedderBusy: 503,
     LLMUnavailable: 503,
 }
-# How long a client should wait before retrying after the database failed: a restart or a
-# failover takes seconds; a full pool frees up in about a request's time.
-DATABASE_RETRY_AFTER_S = 5
-POOL_RETRY_AFTER_S = 1
 
 
 async def provide_conn(state: State) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -85,20 +81,7 @@ def error_response(request: Request[Any, Any, Any], exc: CariError) -> Response[
 
 def database_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     """The database failed the request: which way, truthfully, without its internals."""
-    settings: Settings = request.app.state.settings
-    if isinstance(exc, PoolTimeout):
-        error: CariError = DatabaseBusy(
-            f"database busy: no connection came free within {settings.pool_timeout_s:g} s",
-            retry_after=POOL_RETRY_AFTER_S,
-        )
-    elif isinstance(exc, psycopg.errors.QueryCanceled):
-        # Retrying the same request would most likely run as long again: no Retry-After.
-        error = StatementTimeout(
-            "the database cancelled a statement that ran longer than "
-            f"{settings.statement_timeout_ms} ms (CARI_STATEMENT_TIMEOUT_MS)"
-        )
-    else:
-        error = DatabaseUnavailable("database unavailable", retry_after=DATABASE_RETRY_AFTER_S)
+    error = db.failure(exc, request.app.state.settings)
     # The driver's text can name hosts and users: it goes to the log, not to the client.
     log.warning("database error on %s %s: %s", request.method, request.url.path, exc)
     return error_response(request, error)

@@ -8,11 +8,14 @@ so that `cari --help` and the commands that need none of them start at once.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from functools import wraps
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
+import psycopg
+from psycopg_pool import PoolTimeout
 
 from cari import db, migrations
 from cari.errors import CariError
@@ -25,6 +28,8 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
+log = logging.getLogger(__name__)
+
 
 def user_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Turn Cari's user-facing errors into a one-line message and exit status 1."""
@@ -35,6 +40,11 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
             return func(*args, **kwargs)
         except CariError as exc:
             raise click.ClickException(exc.message) from None
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            # As the HTTP API says it; the driver's own text (hosts, the statement) goes to the
+            # log.
+            log.warning("database error: %s", exc)
+            raise click.ClickException(db.failure(exc, settings()).message) from None
 
     return wrapper
 
