@@ -23,8 +23,8 @@ WITH sizes AS (
     SELECT language FROM collections WHERE id = %(collection_id)s
 ), terms AS MATERIALIZED (  -- once per query, not once per chunk
     SELECT l.language, w.lexeme,
-           ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) * w.qtf * (k.bm25_k3 + 1)
-               / (k.bm25_k3 + w.qtf) AS idf
+           ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) * bm25_query_weight(w.qtf, k.bm25_k3)
+               AS weight
     FROM languages AS l
     CROSS JOIN total AS t
     CROSS JOIN collections AS k
@@ -42,8 +42,8 @@ WITH sizes AS (
 )
 SELECT c.id,
        1 - (c.embedding <=> %(vector)s::vector) AS cosine,
-       coalesce((SELECT sum(t.idf) FILTER (WHERE t.lexeme = ANY (tsvector_to_array(c.tsv)))
-                        / nullif(sum(t.idf), 0)
+       coalesce((SELECT sum(t.weight) FILTER (WHERE t.lexeme = ANY (tsvector_to_array(c.tsv)))
+                        / nullif(sum(t.weight), 0)
                  FROM terms AS t WHERE t.language = c.language), 0) AS coverage
 FROM chunks AS c
 WHERE c.id = ANY (%(ids)s);

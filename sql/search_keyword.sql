@@ -30,9 +30,9 @@ WITH params AS (
     FROM (SELECT language FROM sizes WHERE chunks > 0 UNION SELECT language FROM params) AS l,
          query_terms(l.language, %(query)s) AS w
     GROUP BY w.lexeme
-), terms AS (  -- idf: the lexeme's weight, times its weight in the query
+), terms AS (  -- weight: the lexeme's idf times its weight in the query
     SELECT w.lexeme, d.df,
-           ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) * w.qtf * (p.k3 + 1) / (p.k3 + w.qtf) AS idf
+           ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) * bm25_query_weight(w.qtf, p.k3) AS weight
     FROM words AS w
     CROSS JOIN totals AS t
     CROSS JOIN params AS p
@@ -50,7 +50,7 @@ WITH params AS (
     SELECT heads.chunk_id, sum(heads.part) AS score
     FROM (
         SELECT h.chunk_id,
-               t.idf * bm25_tf(h.tf_title * p.boost + h.tf_body,
+               t.weight * bm25_tf(h.tf_title * p.boost + h.tf_body,
                                h.len_title * p.boost + h.len_body, a.avglen, p.k1, p.b) AS part
         FROM terms AS t
         CROSS JOIN params AS p

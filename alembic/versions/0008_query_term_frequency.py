@@ -3,7 +3,8 @@
 - `collections.bm25_k3`: Okapi's query-term saturation. A lexeme found `qtf` times in the query
   weighs `qtf·(k3+1)/(k3+qtf)`: 1 for a lexeme said once whatever k3; k3 0 counts every lexeme
   once (the scoring before this revision); a large k3 counts repeats almost linearly, as
-  Lucene and bm25s do.
+  Lucene and bm25s do. `bm25_query_weight(qtf, k3)` is that weight, for keyword search and
+  the relevance evidence alike.
 - `query_terms(config, text)`: a query's lexemes with their number of occurrences, less the
   configuration's query stop words. It replaces `query_lexemes`, which gave the lexemes alone.
 
@@ -27,6 +28,13 @@ def upgrade() -> None:
         f"""
         ALTER TABLE collections ADD COLUMN bm25_k3 double precision NOT NULL
             DEFAULT {DEFAULT_K3} CHECK (bm25_k3 >= 0 AND bm25_k3 <= 1000)
+        """
+    )
+    op.execute(
+        """
+        CREATE FUNCTION bm25_query_weight(qtf double precision, k3 double precision)
+        RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        RETURN qtf * (k3 + 1) / (k3 + qtf)
         """
     )
     # PostgreSQL keeps a lexeme's positions in the query's tsvector: their count is how often
@@ -61,5 +69,5 @@ def downgrade() -> None:
         $$
         """
     )
-    op.execute("DROP FUNCTION query_terms(regconfig, text)")
+    op.execute("DROP FUNCTION query_terms(regconfig, text), bm25_query_weight")
     op.execute("ALTER TABLE collections DROP COLUMN bm25_k3")
