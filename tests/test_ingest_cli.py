@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from cari.ingest import files
+from cari.ingest.bulk import failure_reason
 from cari.ingest.pipeline import chunk
 from cari.runtime import make_embedder
 from tests.conftest import cli_env, settings_for
@@ -333,3 +334,21 @@ def test_canonical_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert files.canonical("./a/../a/b.md") == "a/b.md"
     outside = tmp_path.parent / "elsewhere.md"
     assert files.canonical(outside) == files.canonical("../elsewhere.md") == outside.as_posix()
+
+
+def test_a_failed_batch_is_reported_without_the_driver_text(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    """A statement timeout reads as the API says it (the driver's text carries the statement
+    and its trigger's SQL); a value the database refused, by its one-line message."""
+    settings = settings_for("postgresql:///unused", statement_timeout_ms=1234)
+    canceled = psycopg.errors.QueryCanceled(
+        'canceling statement due to statement timeout\nCONTEXT: SQL statement "INSERT ..."'
+    )
+    assert failure_reason(canceled, settings) == (
+        "the database cancelled a statement that ran longer than 1234 ms "
+        "(CARI_STATEMENT_TIMEOUT_MS)"
+    )
+    with pytest.raises(psycopg.DataError) as refused:
+        conn.execute("SELECT 'x'::integer")
+    assert failure_reason(refused.value, settings) == 'invalid input syntax for type integer: "x"'

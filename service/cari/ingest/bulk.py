@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -9,7 +10,9 @@ from itertools import islice
 import anyio
 import anyio.abc
 import psycopg
+from psycopg_pool import PoolTimeout
 
+from cari import db
 from cari.errors import CariError
 from cari.ingest import files
 from cari.ingest.files import Failure, Source
@@ -17,6 +20,9 @@ from cari.ingest.pipeline import Ingestor
 from cari.ingest.store import NewDocument
 from cari.migrations import vector_indexes_statement
 from cari.queries import query
+from cari.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -125,6 +131,20 @@ def _documents(
         tally.bytes_read = max(tally.bytes_read, done)
 
 
+def failure_reason(exc: Exception, settings: Settings) -> str:
+    """Why a batch failed, for the user: a database failure as the HTTP API says it (not the
+    driver's text, with the statement and its trigger's SQL: that goes to the log), a value the
+    database refused by PostgreSQL's own one-line message."""
+    if isinstance(exc, CariError):
+        return exc.message
+    if isinstance(exc, psycopg.OperationalError | PoolTimeout):
+        log.warning("database error while ingesting: %s", exc)
+        return db.failure(exc, settings).message
+    if isinstance(exc, psycopg.Error) and exc.diag.message_primary:
+        return exc.diag.message_primary
+    return " ".join(str(exc).split())
+
+
 def _next_batch(documents: Iterator[NewDocument], size: int) -> list[NewDocument]:
     return list(islice(documents, size))
 
@@ -134,8 +154,8 @@ async def _ingest_batch(
 ) -> None:
     try:
         result = await ingestor.ingest(collection, batch)
-    except (CariError, psycopg.Error) as exc:
-        reason = exc.message if isinstance(exc, CariError) else " ".join(str(exc).split())
+    except (CariError, psycopg.Error, PoolTimeout) as exc:
+        reason = failure_reason(exc, ingestor.settings)
         tally.failures.extend(
             Failure(f"{d.source} id {d.external_id}" if d.source else f"id {d.external_id}", reason)
             for d in batch
