@@ -1,7 +1,12 @@
-"""Documents under /v1/collections/{collection}/documents: add, upsert, read, delete, clear."""
+"""Documents under /v1/collections/{collection}/documents: add, upsert, list, read, delete,
+clear."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -12,12 +17,13 @@ import psycopg
 from litestar import Controller, delete, get, post, put
 from litestar.datastructures import State
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, JSONBody, Parameter
 
 from cari.errors import CariError, InvalidInput
 from cari.ingest import formats, store
 from cari.ingest.pipeline import BatchResult, Ingestor
 from cari.ingest.store import NewDocument
+from cari.search.filters import compile_metadata
 from cari.settings import Settings
 
 Conn = NamedDependency[psycopg.AsyncConnection[Any]]
@@ -63,6 +69,48 @@ class IngestResponse(msgspec.Struct):
     results: list[DocumentResult]
     rejected: list[Rejection]
     warnings: list[str]
+
+
+class DocumentSummary(msgspec.Struct):
+    id: str
+    title: str
+    source: str | None
+    metadata: dict[str, Any]
+    content_hash: str
+    chunks: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class DocumentPage(msgspec.Struct):
+    documents: list[DocumentSummary]
+    next_cursor: str | None  # pass as `cursor` for the next page; None: this was the last
+
+
+def _cursor(last_id: str) -> str:
+    """An opaque token for "after this id": clients pass it back, never build it."""
+    return base64.urlsafe_b64encode(last_id.encode()).decode().rstrip("=")
+
+
+def _after(cursor: str | None) -> str | None:
+    if cursor is None:
+        return None
+    try:
+        after = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        after = ""
+    if not 1 <= len(after) <= 512 or "\x00" in after:
+        raise InvalidInput("cursor", "is not a cursor from a previous page")
+    return after
+
+
+def _metadata_filter(metadata: str | None) -> Any:
+    if metadata is None:
+        return {}
+    try:
+        return json.loads(metadata)
+    except (ValueError, RecursionError):
+        raise InvalidInput("metadata", "must be a JSON object") from None
 
 
 def to_document(raw: object, settings: Settings, *, path_id: str | None = None) -> NewDocument:
@@ -203,6 +251,43 @@ class DocumentsController(Controller):
         )
         ingestor: Ingestor = state.ingestor
         return _response(await ingestor.ingest(collection, [document]), [])
+
+    @get(
+        "/",
+        summary="List documents",
+        description=(
+            "Documents in id order, without their chunks, a page at a time: pass the "
+            "response's `next_cursor` as `cursor` for the next page (null on the last). "
+            "`source` keeps one source; `metadata` is a JSON object in the grammar of search "
+            'filters: {"lang": "id", "brand": {"in": ["honda"]}, "year": {"gte": 2020}}.'
+        ),
+    )
+    async def list(
+        self,
+        conn: Conn,
+        collection: FromPath[str],
+        limit: Annotated[int, Parameter(ge=1, le=1000)] = 100,
+        cursor: Annotated[str | None, Parameter(max_length=1024)] = None,
+        source: Annotated[str | None, Parameter(max_length=4096)] = None,
+        metadata: Annotated[str | None, Parameter(max_length=65536)] = None,
+    ) -> DocumentPage:
+        after = _after(cursor)
+        fragment, params = compile_metadata(_metadata_filter(metadata), "metadata")
+        if source is not None and "\x00" in source:
+            raise InvalidInput("source", "must not contain NUL characters")
+        ref = await store.collection_ref(conn, collection)
+        rows = await store.list_documents(
+            conn,
+            ref,
+            after=after,
+            limit=limit + 1,  # one more: is there a next page?
+            source=source,
+            metadata=fragment,
+            metadata_params=params,
+        )
+        page = [msgspec.convert(row, DocumentSummary) for row in rows[:limit]]
+        more = len(rows) > limit
+        return DocumentPage(page, _cursor(page[-1].id) if more else None)
 
     @get("/{document_id:path}", summary="A document with its chunks")
     async def read(

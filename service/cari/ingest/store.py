@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import numpy as np
 import psycopg
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
@@ -232,6 +233,30 @@ async def get_document(conn: Conn, collection: CollectionRef, external_id: str) 
         await cur.execute(query("document_chunks"), {"document_id": document["id"]})
         document["chunks"] = await cur.fetchall()
     return document
+
+
+async def list_documents(
+    conn: Conn,
+    collection: CollectionRef,
+    *,
+    after: str | None,
+    limit: int,
+    source: str | None,
+    metadata: sql.Composable,
+    metadata_params: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """Up to `limit` documents after the id `after`, in id order, without their chunks."""
+    statement = sql.SQL(query("documents_list")).format(filters=metadata)
+    params = {
+        **metadata_params,
+        "collection_id": collection.id,
+        "after": after,
+        "source": source,
+        "limit": limit,
+    }
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(statement, params)
+        return await cur.fetchall()
 
 
 async def delete_document(conn: Conn, collection: CollectionRef, external_id: str) -> None:

@@ -48,9 +48,15 @@ def compile_filters(filters: Mapping[str, Any] | None) -> tuple[sql.Composable, 
             compiler.document_ids(value)
         else:
             raise InvalidInput(f"filters.{name}", "unknown filter; use metadata or document_ids")
-    if not compiler.conditions:
-        return sql.SQL(""), {}
-    return sql.SQL(" AND ") + sql.SQL(" AND ").join(compiler.conditions), compiler.params
+    return compiler.fragment()
+
+
+def compile_metadata(metadata: Any, field: str) -> tuple[sql.Composable, dict[str, Any]]:
+    """The metadata part of the grammar alone, its errors naming `field` (as the document
+    listing's query parameter does)."""
+    compiler = _Compiler()
+    compiler.metadata(metadata, field)
+    return compiler.fragment()
 
 
 class _Compiler:
@@ -66,15 +72,20 @@ class _Compiler:
             placeholders.append(sql.Placeholder(name))
         self.conditions.append(sql.SQL(condition).format(*placeholders))
 
-    def metadata(self, metadata: Any) -> None:
+    def fragment(self) -> tuple[sql.Composable, dict[str, Any]]:
+        if not self.conditions:
+            return sql.SQL(""), {}
+        return sql.SQL(" AND ") + sql.SQL(" AND ").join(self.conditions), self.params
+
+    def metadata(self, metadata: Any, name: str = "filters.metadata") -> None:
         if not isinstance(metadata, Mapping):
-            raise InvalidInput("filters.metadata", "must be an object")
+            raise InvalidInput(name, "must be an object")
         if len(metadata) > MAX_KEYS:  # each key may take parameters; PostgreSQL allows 65,535
-            raise InvalidInput("filters.metadata", f"at most {MAX_KEYS} keys")
+            raise InvalidInput(name, f"at most {MAX_KEYS} keys")
         # All equalities go into one containment, which a GIN index on metadata could serve.
         equal: dict[str, Any] = {}
         for key, value in metadata.items():
-            field = _field(key)
+            field = _field(key, name)
             if isinstance(value, Mapping) and any(k in _OPERATOR_NAMES for k in value):
                 self.operators(key, value, field)
             else:
@@ -122,16 +133,16 @@ class _Compiler:
         )
 
 
-def _field(key: Any) -> str:
-    """The path naming a metadata key in error messages."""
+def _field(key: Any, name: str) -> str:
+    """The path naming a metadata key in error messages, under `name`."""
     if not isinstance(key, str) or not key:
-        raise InvalidInput("filters.metadata", "keys must be non-empty strings")
+        raise InvalidInput(name, "keys must be non-empty strings")
     if len(key) > MAX_KEY_LENGTH:
-        raise InvalidInput("filters.metadata", f"keys must be at most {MAX_KEY_LENGTH} characters")
-    _check_json(key, "filters.metadata")
+        raise InvalidInput(name, f"keys must be at most {MAX_KEY_LENGTH} characters")
+    _check_json(key, name)
     if _PLAIN_KEY.fullmatch(key):
-        return f"filters.metadata.{key}"
-    return f"filters.metadata[{json.dumps(key)}]"
+        return f"{name}.{key}"
+    return f"{name}[{json.dumps(key)}]"
 
 
 def _bound(value: Any, field: str) -> Any:
