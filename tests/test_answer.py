@@ -173,6 +173,33 @@ def test_reranker_order_is_applied_and_its_outage_degrades(
     assert "reranker unavailable" in degraded["warnings"][0]
 
 
+def test_search_reranks_on_request_and_warns_without_a_reranker(
+    collection_dsn: str, llm: FakeLLM
+) -> None:
+    def search(client: TestClient[Any], **body: Any) -> dict[str, Any]:
+        response = client.post("/v1/collections/cars/search", json={"query": "honda", **body})
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    def documents(found: dict[str, Any]) -> list[str]:
+        return [r["document_id"] for r in found["results"] if r["kind"] == "chunk"]
+
+    with app_client(collection_dsn, **llm.settings(llm_base_url=None)) as client:
+        fused = search(client, threshold=0, top_k=3)
+        assert llm.rerank_requests == []  # off unless asked
+        llm.rerank_order = [1, 2, 0]
+        reranked = search(client, threshold=0, top_k=2, rerank=True, explain=True)
+    order = documents(fused)
+    assert documents(reranked) == [order[1], order[2]]
+    assert [r["retrievers"]["rerank"]["rank"] for r in reranked["results"]] == [1, 2]
+    assert len(llm.rerank_requests[0]["documents"]) == 3  # every fused candidate, then top 2
+    assert "rerank" in reranked["explain"]["timings_ms"]
+    with app_client(collection_dsn, **llm.settings(rerank_base_url=None)) as client:
+        unconfigured = search(client, threshold=0, top_k=2, rerank=True)
+    assert documents(unconfigured) == order[:2]
+    assert "no reranker is configured" in unconfigured["warnings"][0]
+
+
 def test_tool_describes_the_search(collection_dsn: str) -> None:
     with app_client(collection_dsn) as client:
         tool = client.get("/v1/collections/cars/tool").json()

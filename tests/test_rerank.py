@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from cari.answer.rerank import Reranker
 from cari.errors import RerankUnavailable
+from cari.search.rerank import Reranker
 from tests.fake_llm import DEFAULT_RERANK_MODEL, FakeLLM
 
 DOCUMENTS = [

@@ -25,11 +25,11 @@ from psycopg_pool import AsyncConnectionPool
 
 from cari import db
 from cari.answer.llm import ChatClient
-from cari.answer.rerank import Reranker
 from cari.answer.service import Answerer
 from cari.embed import Embedder, LocalEmbedder, OpenAIEmbedder, check_settings
 from cari.ingest.pipeline import Ingestor
 from cari.search.engine import Searcher
+from cari.search.rerank import Reranker
 from cari.settings import Settings
 
 
@@ -80,20 +80,14 @@ async def open_runtime(
         if reranker is not None:
             stack.push_async_callback(reranker.aclose)
         await pool.open(wait=wait)
-        searcher = Searcher(pool, embedder, settings)
+        searcher = Searcher(pool, embedder, settings, reranker=reranker)
         yield Runtime(
             settings=settings,
             pool=pool,
             embedder=embedder,
             searcher=searcher,
             ingestor=Ingestor(pool, embedder, settings),
-            answerer=Answerer(
-                pool,
-                searcher,
-                chat=chat,
-                reranker=reranker,
-                rerank_candidates=settings.rerank_candidates,
-            ),
+            answerer=Answerer(pool, searcher, chat=chat),
         )
 
 

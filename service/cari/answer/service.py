@@ -36,10 +36,9 @@ from cari.answer.citations import (
 )
 from cari.answer.extractive import extractive_answer
 from cari.answer.llm import ChatClient, Usage
-from cari.answer.rerank import Reranker
-from cari.errors import LLMUnavailable, RerankUnavailable
+from cari.errors import LLMUnavailable
 from cari.limits import Mode, QueryText, Threshold, TopK
-from cari.search.engine import RetrieverHit, Searcher, SearchRequest, SearchResult
+from cari.search.engine import Searcher, SearchRequest, SearchResult
 
 EXTRACTIVE = "extractive"
 
@@ -94,8 +93,9 @@ class Prepared:
 
 
 class Answerer:
-    """Answers questions from the searcher's results, with the chat model and reranker it is
-    given (either may be None). It does not own them: the runtime closes them."""
+    """Answers questions from the searcher's results (reranked where the searcher has a
+    reranker) with the chat model it is given, or extractively without one. It does not own
+    the chat client: the runtime closes it."""
 
     def __init__(
         self,
@@ -103,64 +103,36 @@ class Answerer:
         searcher: Searcher,
         *,
         chat: ChatClient | None,
-        reranker: Reranker | None,
-        rerank_candidates: int,
     ) -> None:
         self.pool = pool
         self.searcher = searcher
         self.chat = chat
-        self.reranker = reranker
-        self.rerank_candidates = rerank_candidates
 
     async def prepare(self, collection_name: str, request: AnswerRequest) -> Prepared:
         started = time.perf_counter()
         async with self.pool.connection() as conn:
             settings = await collection.get(conn, collection_name)
-        top_k = request.top_k or settings.top_k
-        rerank = self.reranker is not None and request.rerank
         search = SearchRequest(
             query=request.query,
             mode=request.mode,
-            top_k=max(top_k, self.rerank_candidates) if rerank else top_k,
+            top_k=request.top_k or settings.top_k,
             threshold=request.threshold,
             filters=request.filters,
+            # On by default for answers, but only where a reranker is configured.
+            rerank=request.rerank and self.searcher.reranker is not None,
         )
         found = await self.searcher.search(collection_name, search)
         prepared = Prepared(
             question=request.query,
-            sources=[],
+            # A source with no relevance only says why nothing was computed (structured).
+            sources=[r for r in found.results if r.kind == "chunk" or r.relevance > 0],
             language=detect_language(request.query),
             no_information=settings.no_information,
             warnings=list(found.warnings),
             started=started,
         )
         prepared.timings["search"] = (time.perf_counter() - started) * 1000
-        # A source with no relevance only says why nothing was computed (structured sources).
-        structured = [r for r in found.results if r.kind != "chunk" and r.relevance > 0]
-        chunks = [r for r in found.results if r.kind == "chunk"]
-        if rerank and chunks:
-            rerank_started = time.perf_counter()
-            chunks = await self._rerank(request.query, chunks, top_k, prepared.warnings)
-            prepared.timings["rerank"] = (time.perf_counter() - rerank_started) * 1000
-        prepared.sources = [*structured, *chunks[:top_k]]
         return prepared
-
-    async def _rerank(
-        self, question: str, chunks: list[SearchResult], top_k: int, warnings: list[str]
-    ) -> list[SearchResult]:
-        assert self.reranker is not None
-        texts = [f"{r.title}\n{r.content}" if r.title else r.content for r in chunks]
-        try:
-            order = await self.reranker.rerank(question, texts, top_k)
-        except RerankUnavailable as exc:
-            warnings.append(f"reranker unavailable, fused order kept: {exc.message}")
-            return chunks
-        reranked = []
-        for rank, (index, score) in enumerate(order, 1):
-            result = chunks[index]
-            retrievers = {**result.retrievers, "rerank": RetrieverHit(rank, score)}
-            reranked.append(msgspec.structs.replace(result, retrievers=retrievers))
-        return reranked
 
     async def events(self, prepared: Prepared) -> AsyncIterator[Event]:
         sources = prepared.sources

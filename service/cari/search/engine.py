@@ -27,7 +27,13 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from cari.embed import Embedder
-from cari.errors import EmbedderBusy, EmbedderUnavailable, InvalidInput, NotFound
+from cari.errors import (
+    EmbedderBusy,
+    EmbedderUnavailable,
+    InvalidInput,
+    NotFound,
+    RerankUnavailable,
+)
 from cari.limits import (
     Candidates,
     EfSearch,
@@ -46,6 +52,7 @@ from cari.search.decompose import CollectionVocabulary, Decomposition, decompose
 from cari.search.filters import compile_filters
 from cari.search.fusion import Candidate, Fused, fuse
 from cari.search.query_vectors import QueryVectors
+from cari.search.rerank import Reranker
 from cari.search.router import Keywords, Router, Routing
 from cari.settings import Settings
 
@@ -70,6 +77,7 @@ class SearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     filters: dict[str, Any] | None = None
     decompose: bool = True
     structured: bool = True
+    rerank: bool = False  # reorder the fused chunks with the configured reranker
     explain: bool = False
 
 
@@ -153,9 +161,17 @@ class _Part:
 
 
 class Searcher:
-    def __init__(self, pool: AsyncConnectionPool, embedder: Embedder, settings: Settings) -> None:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        embedder: Embedder,
+        settings: Settings,
+        *,
+        reranker: Reranker | None = None,
+    ) -> None:
         self.pool = pool
         self.settings = settings
+        self.reranker = reranker  # not owned: the runtime closes it
         self.vectors = QueryVectors(
             embedder, settings.query_cache_size, settings.embedding_query_timeout_s
         )
@@ -173,7 +189,14 @@ class Searcher:
         filters, filter_params = compile_filters(request.filters)
         collection = await self._collection(collection_name)
         exact = intents.detect(text)
-        plan = self._plan(request, collection, boosted=bool(exact.exact_tokens))
+        warnings: list[str] = []
+        rerank = request.rerank and self.reranker is not None
+        if request.rerank and not rerank:
+            warnings.append("no reranker is configured (CARI_RERANK_BASE_URL): fused order kept")
+        top_k = request.top_k or collection.top_k
+        # The reranker reorders more fused chunks than are returned: that is its use.
+        retrieved = max(top_k, self.settings.rerank_candidates) if rerank else top_k
+        plan = self._plan(request, collection, retrieved, boosted=bool(exact.exact_tokens))
         timings: dict[str, float] = {}
         if request.decompose:
             decomposition = await _timed(timings, "decompose", self._decompose(text, collection))
@@ -182,7 +205,6 @@ class Searcher:
         params = {**filter_params, "collection_id": collection.id, "candidates": plan.candidates}
         keywords = Keywords(collection.pricing_keywords, collection.financing_keywords)
         degraded: list[str] = []
-        warnings: list[str] = []
         parts = [_Part(part) for part in decomposition.parts]
         await asyncio.gather(
             *(
@@ -199,6 +221,9 @@ class Searcher:
 
         merged = _interleave([part.kept for part in parts], plan.top_k)
         chunks = await _timed(timings, "fetch", self._chunk_results(merged, parts))
+        if rerank and chunks:
+            chunks = await _timed(timings, "rerank", self._rerank(text, chunks, top_k, warnings))
+        del chunks[top_k:]
         routes = _union_routes(parts)
         sources: list[SearchResult] = []
         structured_explain: dict[str, Any] = {}
@@ -212,7 +237,7 @@ class Searcher:
                     text,
                     [(p.text, p.vector, p.routing) for p in parts if p.routing is not None],
                     plan.threshold,
-                    plan.top_k,
+                    top_k,
                 ),
             )
             sources = [_structured_result(s) for s in found.sources]
@@ -236,7 +261,9 @@ class Searcher:
             explain=explain,
         )
 
-    def _plan(self, request: SearchRequest, collection: _Collection, *, boosted: bool) -> _Plan:
+    def _plan(
+        self, request: SearchRequest, collection: _Collection, top_k: int, *, boosted: bool
+    ) -> _Plan:
         base = {
             "keyword": _pick(request.keyword_weight, collection.keyword_weight),
             "vector": _pick(request.vector_weight, collection.vector_weight),
@@ -250,7 +277,6 @@ class Searcher:
             else {"keyword": 1.0, "vector": 1.0}
         )
         mode: Mode = request.mode or collection.search_mode
-        top_k = request.top_k or collection.top_k
         depth = max(2 * top_k, EVIDENCE_DEPTH)
         candidates = request.candidates or self.settings.search_candidates
         if mode != "hybrid":
@@ -267,6 +293,25 @@ class Searcher:
             ef_search=request.ef_search or self.settings.hnsw_ef_search,
             depth=depth,
         )
+
+    async def _rerank(
+        self, question: str, chunks: list[SearchResult], top_k: int, warnings: list[str]
+    ) -> list[SearchResult]:
+        """The chunks in the reranker's order, each with its rerank rank and score; the fused
+        order, with a warning, when the reranker fails."""
+        assert self.reranker is not None
+        texts = [f"{r.title}\n{r.content}" if r.title else r.content for r in chunks]
+        try:
+            order = await self.reranker.rerank(question, texts, top_k)
+        except RerankUnavailable as exc:
+            warnings.append(f"reranker unavailable, fused order kept: {exc.message}")
+            return chunks
+        reranked = []
+        for rank, (index, score) in enumerate(order, 1):
+            result = chunks[index]
+            retrievers = {**result.retrievers, "rerank": RetrieverHit(rank, score)}
+            reranked.append(msgspec.structs.replace(result, retrievers=retrievers))
+        return reranked
 
     async def _decompose(self, text: str, collection: _Collection) -> Decomposition:
         if propose(text) is None:  # nothing to split: no database round trip
