@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 @click.option(
     "--no-decompose", is_flag=True, help="Search the question whole, even if it compares things."
 )
+@click.option("--rerank", is_flag=True, help="Reorder the results with the configured reranker.")
 @click.option("--explain", is_flag=True, help="Show the plan and per-stage timings.")
 @click.option("--json", "as_json", is_flag=True, help="Print the response as JSON.")
 @user_errors
@@ -40,6 +41,7 @@ def search(
     top_k: int | None,
     threshold: float | None,
     no_decompose: bool,
+    rerank: bool,
     explain: bool,
     as_json: bool,
 ) -> None:
@@ -54,6 +56,7 @@ def search(
         top_k=top_k,
         threshold=threshold,
         decompose=not no_decompose,
+        rerank=rerank,
         explain=explain,
     )
 
