@@ -15,12 +15,12 @@ from litestar import Litestar, MediaType, Request, Response, Router
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi.config import OpenAPIConfig
-from litestar.openapi.plugins import ScalarRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 import cari
 from cari import db, migrations, runtime
+from cari.api import docs
 from cari.api.answer import answer, tool
 from cari.api.auth import require_api_key
 from cari.api.catalog import CatalogController, FinancingRatesController
@@ -149,7 +149,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
         security=[{"bearer": []}] if settings.api_keys else None,
     )
     return Litestar(
-        route_handlers=[healthz, readyz, v1],
+        route_handlers=[healthz, readyz, v1, docs.assets()],
         # Room for a document at the size limit after JSON escaping, so the limit is reported
         # per document (422 naming it) rather than as a bare 413 for the whole body.
         request_max_body_size=max(4 * settings.max_document_bytes, 1 << 20),
@@ -167,7 +167,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             version=cari.__version__,
             description="Hybrid search and RAG where all retrieval lives in PostgreSQL.",
             path="/docs",
-            render_plugins=[ScalarRenderPlugin()],
+            render_plugins=[docs.page()],
             components=Components(
                 security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}
             ),
