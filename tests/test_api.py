@@ -149,6 +149,32 @@ def test_api_keys_guard_v1_only(dsn: str) -> None:
         assert client.get("/readyz").status_code == 200
 
 
+def test_cors_answers_only_the_configured_origins(dsn: str) -> None:
+    origin = "https://app.example"
+    preflight = {
+        "Origin": origin,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type",
+    }
+    with app_client(dsn, api_keys="key", cors_origins=f"{origin},https://other.example") as client:
+        # A preflight carries no credentials: it must pass without the key.
+        allowed = client.options("/v1/collections/faq/search", headers=preflight)
+        assert allowed.status_code in (200, 204)
+        assert allowed.headers["access-control-allow-origin"] == origin
+        assert "authorization" in allowed.headers["access-control-allow-headers"].lower()
+        read = client.get(
+            "/v1/collections", headers={"Origin": origin, "Authorization": "Bearer key"}
+        )
+        assert read.status_code == 200
+        assert read.headers["access-control-allow-origin"] == origin
+        stranger = {**preflight, "Origin": "https://evil.example"}
+        refused = client.options("/v1/collections/faq/search", headers=stranger)
+        assert "access-control-allow-origin" not in refused.headers
+    with app_client(dsn) as client:  # the default: no cross-origin access at all
+        plain = client.get("/v1/collections", headers={"Origin": origin})
+        assert "access-control-allow-origin" not in plain.headers
+
+
 def test_ready_when_migrated(client: TestClient[Any]) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")

@@ -46,6 +46,11 @@ class Settings(BaseSettings):
     allow_unauthenticated: bool = Field(
         default=False, description="Allow binding beyond loopback without API keys."
     )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated origins browsers may call the API from (* for any); "
+        "empty: none.",
+    )
     pool_min_size: int = Field(default=1, ge=0)
     pool_max_size: int = Field(default=10, ge=1)
     pool_timeout_s: float = Field(
@@ -152,9 +157,9 @@ class Settings(BaseSettings):
             raise ValueError(f"not a PostgreSQL connection string (bad port {params['port']!r})")
         return value
 
-    @field_validator("api_keys", mode="before")
+    @field_validator("api_keys", "cors_origins", mode="before")
     @classmethod
-    def _split_keys(cls, value: object) -> object:
+    def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):
             return [key.strip() for key in value.split(",") if key.strip()]
         return value

@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import psycopg
 from litestar import Litestar, MediaType, Request, Response, Router
+from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi.config import OpenAPIConfig
@@ -154,6 +155,10 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
         # per document (422 naming it) rather than as a bare 413 for the whole body.
         request_max_body_size=max(4 * settings.max_document_bytes, 1 << 20),
         lifespan=[lifespan],
+        # Browsers send the API key as a header: credentials (cookies) are never needed.
+        cors_config=CORSConfig(allow_origins=settings.cors_origins)
+        if settings.cors_origins
+        else None,
         state=State({"settings": settings, "schema_head": migrations.head()}),
         exception_handlers={
             CariError: error_response,
