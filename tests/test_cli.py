@@ -106,7 +106,7 @@ def test_serve_on_embedded_default(tmp_path: Path, clean_env: dict[str, str]) ->
 
 def psql(dsn: str, statement: str) -> str:
     result = subprocess.run(
-        [str(embedded.psql_path()), dsn, "-Atc", statement],
+        [str(embedded.client_tool("psql")), dsn, "-Atc", statement],
         capture_output=True,
         text=True,
         check=True,

@@ -186,9 +186,9 @@ def restart(data_dir: Path) -> None:
         ) from None
 
 
-def psql_path() -> Path:
-    """The psql that ships with the embedded server."""
-    return Path(_library()._commands.POSTGRES_BIN_PATH) / "psql"
+def client_tool(name: str) -> Path:
+    """A PostgreSQL client program that ships with the embedded server: psql, pg_dump, ..."""
+    return Path(_library()._commands.POSTGRES_BIN_PATH) / name
 
 
 def running_dsn(data_dir: Path) -> str | None:

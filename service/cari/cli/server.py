@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import signal
 import sys
+from pathlib import Path
 
 import click
 
-from cari import db, embedded, migrations
+from cari import backup, db, embedded, migrations
 from cari.cli.common import migrated_database, ready_database, settings, user_errors
 from cari.errors import CariError
 
@@ -93,3 +94,32 @@ def stop(force: bool) -> None:
         raise CariError("DATABASE_URL is set: Cari does not manage that server")
     stopped = embedded.stop(config.data_dir, force=force)
     click.echo("stopped" if stopped else "not running", err=not stopped)
+
+
+@db_group.command(help="Back the database up to FILE (pg_dump's custom format).")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@user_errors
+def dump(file: Path) -> None:
+    config = settings()
+    backup.dump(ready_database(config), file)
+    click.echo(f"backed up to {file}")
+
+
+@db_group.command(
+    help="Replace the database with the backup in FILE, then migrate it to this version "
+    "(refused while Cari processes use the embedded server)."
+)
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Restore even while Cari processes use it.")
+@user_errors
+def restore(file: Path, force: bool) -> None:
+    config = settings()
+    dsn = ready_database(config)
+    if config.database_url is None and not force and (live := embedded.users(config.data_dir)):
+        raise CariError(
+            f"the embedded PostgreSQL is in use by Cari processes (pid "
+            f"{', '.join(map(str, live))}): stop them first, or add --force"
+        )
+    backup.restore(dsn, file)
+    migrated_database(config)  # a backup from an earlier version is brought up to this one
+    click.echo(f"restored from {file}")
