@@ -20,6 +20,7 @@ refuses connections, which is how a test makes the embedder unreachable.
 
 from __future__ import annotations
 
+import base64
 import collections
 import hashlib
 import json
@@ -51,6 +52,8 @@ class Reply:
     `status` 200 answers with vectors (`dimension` overrides their width); any other status
     answers an OpenAI-style error `{"error": {"message", "type", "code"}}`. `retry_after` sets
     the Retry-After header; `delay` holds the answer back, in seconds, on top of `fake.delay`.
+    `numbers` answers JSON numbers even when base64 was asked, as servers that ignore
+    `encoding_format` do; `embedding` replaces every embedding with that value as it is.
     """
 
     status: int = 200
@@ -59,6 +62,8 @@ class Reply:
     retry_after: str | None = None
     dimension: int | None = None
     delay: float = 0.0
+    numbers: bool = False
+    embedding: object = None
 
 
 OK = Reply()
@@ -212,8 +217,20 @@ class _Handler(BaseHTTPRequestHandler):
         requested = body.get("dimensions")
         dimension = reply.dimension or (requested if isinstance(requested, int) else None)
         dimension = dimension or fake.dimension
+        # As OpenAI: little-endian float32 in base64 when asked, else JSON numbers.
+        encode = (
+            (lambda v: base64.b64encode(v.astype("<f4").tobytes()).decode())
+            if body.get("encoding_format") == "base64" and not reply.numbers
+            else (lambda v: v.tolist())
+        )
         data = [
-            {"object": "embedding", "index": i, "embedding": vector_for(text, dimension).tolist()}
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": encode(vector_for(text, dimension))
+                if reply.embedding is None
+                else reply.embedding,
+            }
             for i, text in enumerate(texts)
         ]
         data.reverse()  # clients must order by `index`, not by position

@@ -54,8 +54,34 @@ async def test_batches_in_order(fake: FakeOpenAI) -> None:
     for body in fake.requests:
         assert body["model"] == fake.model
         assert body["dimensions"] == 8
-        assert body["encoding_format"] == "float"
+        assert body["encoding_format"] == "base64"
     assert set(fake.authorizations) == {"Bearer test-key"}
+
+
+@pytest.mark.anyio
+async def test_vectors_arrive_as_base64_or_as_numbers(fake: FakeOpenAI) -> None:
+    texts = ["tide tables", "bowline"]
+    fake.queue(Reply(numbers=True))  # a server that ignores encoding_format
+    fake.queue(Reply(400, "Unsupported encoding_format: base64"))  # one that refuses it
+    async with client(fake) as embedder:
+        ignored = await embedder.embed_documents(texts)
+        refused = await embedder.embed_documents(texts)
+        after = await embedder.embed_documents(texts)
+    for vectors in (ignored, refused, after):
+        for text, vector in zip(texts, vectors, strict=True):
+            np.testing.assert_array_equal(vector, vector_for(text, 8))
+    asked = [body["encoding_format"] for body in fake.requests]
+    assert asked == ["base64", "base64", "float", "float"]  # the refusal is remembered
+
+
+@pytest.mark.anyio
+async def test_a_malformed_base64_vector_is_an_unusable_answer(fake: FakeOpenAI) -> None:
+    fake.queue(Reply(embedding="not base64!"), Reply(embedding="AAAAAA=="))  # one float32
+    async with client(fake) as embedder:
+        with pytest.raises(EmbedderUnavailable, match="unusable answer"):
+            await embedder.embed_documents(["x"])
+        with pytest.raises(EmbedderUnavailable, match="returned 1 dimensions, expected 8"):
+            await embedder.embed_documents(["x"])
 
 
 @pytest.mark.anyio
