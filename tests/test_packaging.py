@@ -1,15 +1,107 @@
-"""Every package the code imports is declared in pyproject.toml."""
+"""Cari as a user installs it: the wheel built from the checkout, installed (not editable) in a
+fresh virtual environment, serves, ingests and searches from there; and every package the code
+imports is declared in pyproject.toml."""
 
 from __future__ import annotations
 
 import ast
+import json
 import re
+import subprocess
 import sys
+import sysconfig
 import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+from tests.conftest import cli_env
+from tests.fake_openai import FakeOpenAI
+from tests.test_cli import http, serving
+
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(
+    args: list[str | Path], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        args, env=env, cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, f"{args}:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def _install_wheel(tmp_path: Path) -> Path:
+    """Build the checkout's wheel and install it alone in a new virtual environment: its `bin`.
+
+    Installing the dependencies from the registry would take minutes, so the new environment
+    sees this one's site-packages through a `.pth` file of plain paths. Python appends such a
+    path to sys.path without reading the `.pth` files inside it, so this environment's editable
+    `cari` (a `.pth` pointing at `service/`) stays out of reach: the test below checks it.
+    """
+    wheels = tmp_path / "wheels"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    _run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", wheels, ROOT])
+    (wheel,) = wheels.glob("cari-*.whl")
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", venv])
+    python = venv / "bin" / "python"
+    _run([*pip, "--python", python, "install", "--no-deps", "--no-index", wheel])
+    purelib = _run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"])
+    ours = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
+    Path(purelib.stdout.strip(), "dependencies.pth").write_text("\n".join(sorted(ours)) + "\n")
+    return venv / "bin"
+
+
+def test_the_installed_wheel_serves_ingests_and_searches(
+    tmp_path: Path, empty_dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    bin_dir = _install_wheel(tmp_path)
+    env = cli_env(clean_env, empty_dsn, fake)
+    env.pop("PYTHONPATH", None)
+    work = tmp_path / "work"  # outside the checkout: nothing there to import or read
+    work.mkdir()
+
+    where = _run(
+        [
+            bin_dir / "python",
+            "-c",
+            "import json, sys, cari.queries, cari.migrations;"
+            "print(json.dumps([cari.__file__, str(cari.queries.SQL_DIR),"
+            " str(cari.migrations.ALEMBIC_DIR), sys.path]))",
+        ],
+        env=env,
+        cwd=work,
+    )
+    module, sql, alembic, path = json.loads(where.stdout)
+    venv = bin_dir.parent
+    assert Path(module).is_relative_to(venv), module
+    assert Path(sql) == Path(module).parent / "sql" and Path(sql, "collection_get.sql").is_file()
+    assert Path(alembic) == Path(module).parent / "alembic"
+    assert str(ROOT / "service") not in path, path  # the editable install's .pth was not read
+
+    # A database never migrated: the wheel's migrations create the schema when it serves.
+    with serving(env, cari=[str(bin_dir / "cari")]) as base:
+        status, _ = http("POST", f"{base}/v1/collections", {"name": "faq", "language": "english"})
+        assert status == 201
+        (work / "tires.md").write_text(
+            "# Tires\n\nRotate the tires every ten thousand kilometres to keep the tread even.\n"
+        )
+        ingest = _run([bin_dir / "cari", "ingest", "tires.md", "-c", "faq"], env=env, cwd=work)
+        assert "1 documents (1 new" in ingest.stderr, ingest.stderr
+        status, body = http(
+            "POST",
+            f"{base}/v1/collections/faq/search",
+            {"query": "rotate the tires to keep the tread even"},
+        )
+        assert status == 200, body
+        results = body["results"]
+        assert isinstance(results, list) and results, body
+        assert results[0]["document_id"] == "tires.md"
+
+
+# -- declared dependencies ---------------------------------------------------------------------
+
 LOCAL = {"cari", "tests", "bench"}
 
 
