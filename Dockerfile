@@ -1,6 +1,32 @@
+# Cari installed from its wheel, run by an unprivileged user. With the embedded PostgreSQL:
+#   docker build -t cari . && docker run -p 8000:8000 -e CARI_API_KEYS=change-me -v cari-data:/data cari
+# With a PostgreSQL server of your own, set DATABASE_URL (compose.yaml does).
 FROM python:3.12-slim
-WORKDIR /app
-COPY . .
-RUN pip install --no-cache-dir -e .
+
+# Cari needs no privileges: it runs as `cari`, and the embedded server keeps its data in /data,
+# owned by that user (mount a volume there to keep it).
+RUN useradd --create-home --uid 10001 cari && install -d -o cari -g cari /data
+ENV CARI_DATA_DIR=/data
+
+# The dependencies alone, read from pyproject.toml, in a layer of their own: a source change
+# reuses it instead of installing them all again.
+WORKDIR /src
+COPY pyproject.toml ./
+RUN python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")' > requirements.txt \
+    && pip install --no-cache-dir -r requirements.txt
+
+# Then the package, built into a wheel and installed as a user's would be (not editable; the SQL
+# statements and migrations travel inside it). The checkout is not kept.
+COPY README.md ./
+COPY service service
+COPY sql sql
+COPY alembic alembic
+RUN pip install --no-cache-dir --no-deps . && rm -rf /src
+
+USER cari
+WORKDIR /home/cari
+# A container is reached from outside: listen on every interface, which Cari allows only with
+# CARI_API_KEYS set (or CARI_ALLOW_UNAUTHENTICATED=true), so a run without keys says so and stops.
+ENV CARI_HOST=0.0.0.0
 EXPOSE 8000
 CMD ["cari", "serve"]

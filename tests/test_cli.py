@@ -11,7 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -49,11 +49,12 @@ def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str
 
 
 @contextmanager
-def serving(env: dict[str, str]) -> Iterator[str]:
-    """`cari serve` in a subprocess; yields its base URL once /readyz answers 200."""
+def serving(env: dict[str, str], cari: Sequence[str] = CARI) -> Iterator[str]:
+    """`cari serve` in a subprocess (`cari` runs the command); yields its base URL once /readyz
+    answers 200."""
     port = free_port()
     process = subprocess.Popen(
-        [*CARI, "serve", "--port", str(port)],
+        [*cari, "serve", "--port", str(port)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -1,5 +1,8 @@
-"""compose.yaml cannot run here (no Docker engine); check that what it says matches the code."""
+"""compose.yaml and the Dockerfile cannot run here (no Docker engine); check that what they say
+matches the code."""
 
+import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +54,135 @@ def test_service_listens_beyond_loopback_only_with_keys() -> None:
 def test_image_serves_the_project() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "pip install" in dockerfile and '"cari", "serve"' in dockerfile
+
+
+# -- the image ---------------------------------------------------------------------------------
+
+
+def _instructions() -> list[tuple[str, str]]:
+    """The Dockerfile's instructions as (INSTRUCTION, arguments), continued lines joined."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    lines = [line.strip() for line in text.splitlines()]
+    split = (line.partition(" ") for line in lines if line and not line.startswith("#"))
+    return [(word.upper(), rest.strip()) for word, _, rest in split]
+
+
+def _index(instructions: list[tuple[str, str]], word: str, pattern: str) -> int:
+    """Position of the first `word` instruction whose arguments match `pattern`."""
+    found = [
+        i
+        for i, (name, arguments) in enumerate(instructions)
+        if name == word and re.search(pattern, arguments)
+    ]
+    assert found, f"no {word} matching {pattern!r} in the Dockerfile"
+    return found[0]
+
+
+def _user() -> str:
+    users = [arguments for name, arguments in _instructions() if name == "USER"]
+    assert users, "the image runs as root"
+    return users[-1]
+
+
+def test_image_runs_as_an_unprivileged_user() -> None:
+    instructions = _instructions()
+    user = _user()
+    assert user not in {"root", "0"} and not user.startswith(("root:", "0:"))
+    created = _index(instructions, "RUN", rf"useradd .*\b{user}\b")
+    switched = _index(instructions, "USER", re.escape(user))
+    assert created < switched < _index(instructions, "CMD", "serve")
+
+
+def test_embedded_data_dir_belongs_to_that_user() -> None:
+    instructions = _instructions()
+    env = dict(re.findall(r"(\w+)=(\S+)", " ".join(a for n, a in instructions if n == "ENV")))
+    data_dir = env["CARI_DATA_DIR"]
+    assert "CARI_DATA_DIR" in _setting_env_names()
+    user = _user()
+    _index(instructions, "RUN", rf"install -d -o {user} -g {user} {re.escape(data_dir)}\b")
+
+
+def _wheel_sources() -> list[str]:
+    """What hatchling builds the wheel from: pyproject.toml, the readme, the package folders and
+    the folders force-included into it."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    wheel = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]
+    folders = {path.split("/")[0] for path in wheel["packages"]} | set(wheel["force-include"])
+    return ["pyproject.toml", pyproject["project"]["readme"], *sorted(folders)]
+
+
+def _copied(instructions: list[tuple[str, str]]) -> list[tuple[int, str]]:
+    """(position, source) of every file or folder the Dockerfile copies from the context."""
+    return [
+        (i, source)
+        for i, (name, arguments) in enumerate(instructions)
+        if name == "COPY" and not arguments.startswith("--from")
+        for source in arguments.split()[:-1]
+    ]
+
+
+def test_dependencies_are_installed_before_the_source_is_copied() -> None:
+    instructions = _instructions()
+    dependencies = _index(instructions, "RUN", r"pip install .*-r requirements\.txt")
+    package = _index(instructions, "RUN", r"pip install .*--no-deps \.")
+    # The dependency layer depends on pyproject.toml alone, so a source change keeps it cached.
+    assert [source for i, source in _copied(instructions) if i < dependencies] == ["pyproject.toml"]
+    # The package goes in as a wheel (never editable), after everything it is built from.
+    assert not re.search(r"\s(-e|--editable)\b", instructions[package][1])
+    copied_before = {source for i, source in _copied(instructions) if i < package}
+    assert set(_wheel_sources()) <= copied_before, set(_wheel_sources()) - copied_before
+
+
+def _ignore_patterns() -> list[str]:
+    lines = (line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def _pattern(pattern: str) -> re.Pattern[str]:
+    tokens = re.split(r"(\*\*/|\*\*|\*|\?)", pattern.strip("/"))
+    wildcards = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
+    return re.compile("".join(wildcards.get(token, re.escape(token)) for token in tokens))
+
+
+def _ignored(path: str, patterns: list[str]) -> bool:
+    """Whether Docker leaves `path` out of the build context: a pattern matches the path or a
+    folder above it (`**` spans folders, `*` and `?` do not), `!` brings it back, and the last
+    pattern that matches decides."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]
+    ignored = False
+    for pattern in patterns:
+        regex = _pattern(pattern.removeprefix("!"))
+        if any(regex.fullmatch(prefix) for prefix in prefixes):
+            ignored = not pattern.startswith("!")
+    return ignored
+
+
+def test_the_ignore_matcher_follows_dockers_rules() -> None:
+    assert _ignored("a/b/c.txt", ["a"]) and _ignored("x/a/.env", ["**/.env"])
+    assert not _ignored("ab", ["a"]) and not _ignored("a/b", ["*/c"])
+    assert not _ignored("a/keep", ["a", "!a/keep"])
+
+
+def test_build_context_leaves_out_keys_environments_and_caches() -> None:
+    patterns = _ignore_patterns()
+    left_out = [
+        ".env",
+        ".env.production",
+        "service/.env",
+        ".venv/bin/python",
+        ".git/HEAD",
+        "bench/.cache/embeddings.npy",
+        ".pytest_cache/v/cache/lastfailed",
+        ".mypy_cache/3.11/cari/db.meta.json",
+        ".ruff_cache/CACHEDIR.TAG",
+        "service/cari/__pycache__/db.cpython-312.pyc",
+        "alembic/versions/__pycache__/0001_initial.cpython-312.pyc",
+        "dist/cari-0.1.0-py3-none-any.whl",
+        "build/lib/cari/db.py",
+    ]
+    assert [path for path in left_out if not _ignored(path, patterns)] == []
+    copied = [source for _, source in _copied(_instructions())]
+    kept = [*copied, "service/cari/queries.py", "sql/collection_get.sql", "alembic/env.py"]
+    assert [path for path in kept if _ignored(path, patterns)] == []
+    assert all((ROOT / source).exists() for source in copied), copied

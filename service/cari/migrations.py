@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -14,9 +13,10 @@ from psycopg import sql
 
 from cari.errors import InvalidInput
 from cari.queries import query
+from cari.resources import folder
 from cari.settings import Settings
 
-ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
+ALEMBIC_DIR = folder("alembic")
 
 
 def _config(dsn: str, settings: Settings) -> Config:

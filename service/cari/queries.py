@@ -7,10 +7,11 @@ placeholders (`%(name)s`); no statement text is ever built from user input.
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 from typing import LiteralString
 
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+from cari.resources import folder
+
+SQL_DIR = folder("sql")
 
 
 @cache

@@ -1,0 +1,149 @@
+"""Cari as a user installs it: the wheel built from the checkout, installed (not editable) in a
+fresh virtual environment, serves, ingests and searches from there; and every package the code
+imports is declared in pyproject.toml."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+import sysconfig
+import tomllib
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+from tests.conftest import cli_env
+from tests.fake_openai import FakeOpenAI
+from tests.test_cli import http, serving
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(
+    args: list[str | Path], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        args, env=env, cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, f"{args}:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def _install_wheel(tmp_path: Path) -> Path:
+    """Build the checkout's wheel and install it alone in a new virtual environment: its `bin`.
+
+    Installing the dependencies from the registry would take minutes, so the new environment
+    sees this one's site-packages through a `.pth` file of plain paths. Python appends such a
+    path to sys.path without reading the `.pth` files inside it, so this environment's editable
+    `cari` (a `.pth` pointing at `service/`) stays out of reach: the test below checks it.
+    """
+    wheels = tmp_path / "wheels"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    _run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", wheels, ROOT])
+    (wheel,) = wheels.glob("cari-*.whl")
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", venv])
+    python = venv / "bin" / "python"
+    _run([*pip, "--python", python, "install", "--no-deps", "--no-index", wheel])
+    purelib = _run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"])
+    ours = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
+    Path(purelib.stdout.strip(), "dependencies.pth").write_text("\n".join(sorted(ours)) + "\n")
+    return venv / "bin"
+
+
+def test_the_installed_wheel_serves_ingests_and_searches(
+    tmp_path: Path, empty_dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    bin_dir = _install_wheel(tmp_path)
+    env = cli_env(clean_env, empty_dsn, fake)
+    env.pop("PYTHONPATH", None)
+    work = tmp_path / "work"  # outside the checkout: nothing there to import or read
+    work.mkdir()
+
+    where = _run(
+        [
+            bin_dir / "python",
+            "-c",
+            "import json, sys, cari.queries, cari.migrations;"
+            "print(json.dumps([cari.__file__, str(cari.queries.SQL_DIR),"
+            " str(cari.migrations.ALEMBIC_DIR), sys.path]))",
+        ],
+        env=env,
+        cwd=work,
+    )
+    module, sql, alembic, path = json.loads(where.stdout)
+    venv = bin_dir.parent
+    assert Path(module).is_relative_to(venv), module
+    assert Path(sql) == Path(module).parent / "sql" and Path(sql, "collection_get.sql").is_file()
+    assert Path(alembic) == Path(module).parent / "alembic"
+    assert str(ROOT / "service") not in path, path  # the editable install's .pth was not read
+
+    # A database never migrated: the wheel's migrations create the schema when it serves.
+    with serving(env, cari=[str(bin_dir / "cari")]) as base:
+        status, _ = http("POST", f"{base}/v1/collections", {"name": "faq", "language": "english"})
+        assert status == 201
+        (work / "tires.md").write_text(
+            "# Tires\n\nRotate the tires every ten thousand kilometres to keep the tread even.\n"
+        )
+        ingest = _run([bin_dir / "cari", "ingest", "tires.md", "-c", "faq"], env=env, cwd=work)
+        assert "1 documents (1 new" in ingest.stderr, ingest.stderr
+        status, body = http(
+            "POST",
+            f"{base}/v1/collections/faq/search",
+            {"query": "rotate the tires to keep the tread even"},
+        )
+        assert status == 200, body
+        results = body["results"]
+        assert isinstance(results, list) and results, body
+        assert results[0]["document_id"] == "tires.md"
+
+
+# -- declared dependencies ---------------------------------------------------------------------
+
+LOCAL = {"cari", "tests", "bench"}
+
+
+def _declared(requirements: list[str]) -> set[str]:
+    """Distribution names (normalised) of requirement strings such as `psycopg[binary]>=3.2`."""
+    names = (re.match(r"[A-Za-z0-9._-]+", requirement) for requirement in requirements)
+    return {_normalise(name.group()) for name in names if name}
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _imported_distributions(*folders: str) -> dict[str, str]:
+    """Each third-party module imported under `folders` → its installed distribution."""
+    modules: set[str] = set()
+    for folder in folders:
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    modules |= {alias.name.partition(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    modules.add(node.module.partition(".")[0])
+    installed = packages_distributions()
+    third_party = modules - set(sys.stdlib_module_names) - LOCAL
+    return {
+        module: _normalise(installed.get(module, ["not installed"])[0]) for module in third_party
+    }
+
+
+def test_every_imported_package_is_declared() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = _declared(project["dependencies"])
+    test = runtime | _declared(project["optional-dependencies"]["test"])
+    # What the wheel runs (the package and its migrations) needs only the runtime dependencies.
+    shipped = _imported_distributions("service/cari", "alembic")
+    assert {"rich", "msgspec", "anyio", "httpx", "sqlalchemy"} <= set(shipped.values())
+    missing = {module: name for module, name in shipped.items() if name not in runtime}
+    assert not missing, f"imported but not in [project].dependencies: {missing}"
+    missing = {
+        module: name
+        for module, name in _imported_distributions("tests", "bench").items()
+        if name not in test
+    }
+    assert not missing, f"imported by tests or benchmarks but not declared: {missing}"
