@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 from psycopg_pool import AsyncConnectionPool
 
-from cari import collection
+from cari import collection, metrics
 from cari.answer.citations import (
     NO_INFORMATION,
     Citation,
@@ -142,6 +142,10 @@ class Answerer:
             rerank_started = time.perf_counter()
             chunks = await self._rerank(request.query, chunks, top_k, prepared.warnings)
             prepared.timings["rerank"] = (time.perf_counter() - rerank_started) * 1000
+            # Reordering the search's results: one of its stages, as far as metrics go.
+            metrics.STAGE_SECONDS.labels(found.mode, "rerank").observe(
+                prepared.timings["rerank"] / 1000
+            )
         prepared.sources = [*structured, *chunks[:top_k]]
         return prepared
 

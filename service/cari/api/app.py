@@ -27,6 +27,7 @@ from cari.api.catalog import CatalogController, FinancingRatesController
 from cari.api.collections import CollectionsController
 from cari.api.documents import DocumentsController
 from cari.api.health import healthz, readyz
+from cari.api.metrics import PROMETHEUS, MetricsController
 from cari.api.search import search
 from cari.errors import (
     CariError,
@@ -149,7 +150,8 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
         security=[{"bearer": []}] if settings.api_keys else None,
     )
     return Litestar(
-        route_handlers=[healthz, readyz, v1],
+        route_handlers=[healthz, readyz, MetricsController, v1],
+        middleware=[PROMETHEUS.middleware],
         # Room for a document at the size limit after JSON escaping, so the limit is reported
         # per document (422 naming it) rather than as a bare 413 for the whole body.
         request_max_body_size=max(4 * settings.max_document_bytes, 1 << 20),
