@@ -1,17 +1,25 @@
 """What an operator sees: /metrics scraped and parsed with prometheus_client's own parser before
-and after real searches and ingestion."""
+and after real searches and ingestion, request ids on responses and log records, and the JSON
+log lines of a real `cari serve`."""
 
 from __future__ import annotations
 
+import json
+import logging
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from bench.load import free_port
 from litestar.testing import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import app_client
+from tests.conftest import app_client, cli_env
 from tests.fake_openai import FakeOpenAI
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -127,6 +135,74 @@ def test_a_failing_embedder_shows_as_degraded_searches_failures_and_an_open_circ
     assert grown(before, after, failures, use="document", reason="unavailable") == 1
     assert grown(before, after, "cari_ingest_chunks_total", embedded="false") == 1
     assert value(after, "cari_embedder_circuit_open") == 1
+
+
+def test_request_ids_are_echoed_and_on_the_requests_log_records(
+    cars: TestClient[Any], fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    given = cars.get("/healthz", headers={"X-Request-ID": "edge-7f3a:42"})
+    assert given.headers["x-request-id"] == "edge-7f3a:42"
+    made = [cars.get("/healthz").headers["x-request-id"] for _ in range(2)]
+    assert made[0] != made[1] and all(len(rid) == 32 for rid in made)
+    for unsafe in ("a" * 129, "two words", "new\\nline"):
+        replaced = cars.get("/healthz", headers={"X-Request-ID": unsafe})
+        assert replaced.headers["x-request-id"] not in (unsafe, "")
+    # Errors too: a route's (not found, invalid body), and a path no route matches.
+    for response in (
+        cars.get("/v1/collections/nowhere", headers={"X-Request-ID": "e1"}),
+        cars.post("/v1/collections", json={"name": ""}, headers={"X-Request-ID": "e2"}),
+        cars.get("/no/such/path", headers={"X-Request-ID": "e3"}),
+    ):
+        assert response.status_code >= 400
+        assert response.headers["x-request-id"] == response.request.headers["x-request-id"]
+
+    # The embedder's failure is logged while the search is served: with its request's id.
+    fake.close()
+    caplog.set_level(logging.WARNING)
+    response = cars.post(
+        "/v1/collections/cars/search",
+        json={"query": "mobil bensin", "mode": "hybrid"},
+        headers={"X-Request-ID": "search-1"},
+    )
+    assert response.json()["degraded"] == ["vector"]
+    logged = [r for r in caplog.records if "embedding service" in r.getMessage()]
+    assert logged and {getattr(r, "request_id", None) for r in logged} == {"search-1"}
+    cars.get("/healthz")
+    outside = logging.getLogger("tests").makeRecord("tests", logging.INFO, "", 0, "", (), None)
+    assert outside.request_id is None  # type: ignore[attr-defined]
+
+
+def test_serve_writes_json_lines_with_the_request_id(
+    dsn: str, fake: FakeOpenAI, clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    port = free_port()
+    log = tmp_path / "serve.log"
+    env = {**cli_env(clean_env, dsn, fake), "CARI_REEMBED_INTERVAL_S": "0"}
+    command = [sys.executable, "-m", "cari.cli", "serve", "--port", str(port)]
+    with log.open("wb") as out:
+        server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                if httpx.get(f"{url}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        answered = httpx.get(f"{url}/v1/collections", headers={"X-Request-ID": "serve-1"})
+        assert answered.headers["x-request-id"] == "serve-1"
+    finally:
+        server.terminate()
+        server.wait(30)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]  # every line is JSON
+    assert all({"time", "level", "logger", "message", "request_id"} <= set(line) for line in lines)
+    # Cari's own INFO line, and the access log line of the request with its id.
+    assert any(line["logger"] == "cari.cli.server" and line["level"] == "INFO" for line in lines)
+    access = [line for line in lines if line["logger"] == "uvicorn.access"]
+    assert [line["request_id"] for line in access if "/v1/collections" in line["message"]] == [
+        "serve-1"
+    ]
 
 
 def test_metrics_are_open_like_the_probes_and_outside_the_schema(dsn: str) -> None:
