@@ -48,6 +48,12 @@ database: the floor of uvicorn, Litestar and this client) and `GET /v1/collectio
 floor plus one pooled query); and each cell's throughput over its own mode and phase's at the
 lowest concurrency (`scaling`; 1.0 there).
 
+Each server's own account: `/metrics` is scraped (and parsed with prometheus_client's parser)
+when it is ready and when its cells end; what its counters and histograms gained meanwhile
+(requests per route and status, searches per mode, each stage's count and seconds, degraded
+searches, embedder failures) is kept per server (`computed`, `cached`) under `metrics`, and the
+stages' mean times per mode are printed below the table.
+
 Per cell: requests (answered or failed), errors (status other than 200, or no answer),
 throughput (successful requests per second of the cell's wall time), p50/p95/p99 latency of the
 successful requests (ms, numpy's linear interpolation). All of it runs on the same machine: on
@@ -82,6 +88,7 @@ from typing import Any
 import httpx
 import msgspec
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 from psycopg.conninfo import make_conninfo
 
 from bench.database import fresh_runtime
@@ -153,6 +160,28 @@ def summarize(latencies_ms: Sequence[float], errors: int, seconds: float) -> dic
         "p95_ms": p95,
         "p99_ms": p99,
     }
+
+
+async def scrape(url: str) -> dict[str, float]:
+    """The server's counters and histogram counts and sums, as `name{label="value",...}`."""
+    async with httpx.AsyncClient(base_url=url, timeout=REQUEST_TIMEOUT_S) as http:
+        response = await http.get("/metrics")
+        response.raise_for_status()
+    found = {}
+    for family in text_string_to_metric_families(response.text):
+        if family.type not in ("counter", "histogram"):
+            continue
+        for sample in family.samples:
+            if sample.name.endswith(("_total", "_count", "_sum")):
+                labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+                found[f"{sample.name}{{{labels}}}"] = sample.value
+    return found
+
+
+def gained(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """What each series gained between two scrapes, those that moved only."""
+    moved = {key: value - before.get(key, 0.0) for key, value in after.items()}
+    return {key: round(delta, 6) for key, delta in sorted(moved.items()) if delta}
 
 
 def free_port() -> int:
@@ -311,17 +340,21 @@ async def measure(
     cells = (concurrencies, duration, max_requests)
     baseline: dict[str, list[dict[str, Any]]] = {}
     results: dict[str, dict[str, list[dict[str, Any]]]] = {mode: {} for mode in modes}
+    metrics: dict[str, dict[str, float]] = {}
     async with served(dsn, {**env, "CARI_QUERY_CACHE_SIZE": "0"}) as server:
+        before = await scrape(server.url)
         for name, path in BASELINES.items():
             baseline[name] = await sweep(server.url, Target(path), *cells)
         for mode in modes:
             results[mode][PHASES[mode][0]] = await sweep(
                 server.url, search_target(queries, mode), *cells
             )
+        metrics["computed"] = gained(before, await scrape(server.url))
     embedding = [mode for mode in modes if "cached" in PHASES[mode]]
     if embedding:
         size = {"CARI_QUERY_CACHE_SIZE": str(4 * len(queries))}  # sub-queries too
         async with served(dsn, {**env, **size}) as server:
+            before = await scrape(server.url)
             # Each question searched once: afterwards every query vector is in the cache.
             async with httpx.AsyncClient(base_url=server.url, timeout=REQUEST_TIMEOUT_S) as http:
                 for body in search_target(queries, "vector").bodies:
@@ -331,7 +364,8 @@ async def measure(
                 results[mode]["cached"] = await sweep(
                     server.url, search_target(queries, mode), *cells
                 )
-    return {"baseline": baseline, "modes": results}
+            metrics["cached"] = gained(before, await scrape(server.url))
+    return {"baseline": baseline, "modes": results, "metrics": metrics}
 
 
 def format_table(measured: Mapping[str, Any]) -> list[str]:
@@ -352,6 +386,29 @@ def format_table(measured: Mapping[str, Any]) -> list[str]:
                 f"{cell['errors']:>6} {cell['throughput_rps']:>8.1f} "
                 f"{_figure(cell['scaling'], 7)} {ms} {cell.get('cache_hits', '-'):>8} "
                 f"{_figure(cell.get('server_p50_ms'), 10)}"
+            )
+    return lines
+
+
+def format_stages(measured: Mapping[str, Any]) -> list[str]:
+    """Per server and mode, the searches counted and each stage's mean time, from /metrics."""
+    lines = []
+    for server, series in measured["metrics"].items():
+        for mode in measured["modes"]:
+            count = series.get(f'cari_search_duration_seconds_count{{mode="{mode}"}}', 0)
+            if not count:
+                continue
+            total = series[f'cari_search_duration_seconds_sum{{mode="{mode}"}}'] / count
+            stages = []
+            for key, seconds in series.items():
+                prefix = f'cari_search_stage_duration_seconds_sum{{mode="{mode}",stage="'
+                if key.startswith(prefix):
+                    stage = key[len(prefix) : -2]
+                    runs = series[key.replace("_sum{", "_count{")]
+                    stages.append(f"{stage} {seconds / runs * 1000:.2f}")
+            lines.append(
+                f"{server:<8} {mode:<8} {count:>8,.0f} searches, mean ms: total "
+                f"{total * 1000:.2f}; " + ", ".join(stages)
             )
     return lines
 
@@ -458,6 +515,8 @@ async def run(args: argparse.Namespace) -> None:
             f"measured in {took:.0f} s"
         )
         print("\n".join(format_table(measured)))
+        print("\nThe server's own account (/metrics): searches and stage means per server and mode")
+        print("\n".join(format_stages(measured)))
     print(f"\nJSON: {shown(args.out)}; total runtime {time.perf_counter() - began:.0f} s")
 
 

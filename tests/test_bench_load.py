@@ -131,6 +131,34 @@ def test_measures_every_cell_through_the_real_server(
     expected += 2 * sum(CONCURRENCY) + QUERIES + 2 * examples
     assert sum(len(texts) for texts in fake.inputs) == expected
 
+    # The servers' own scrapes: every search a client sent (the measured ones and each client's
+    # first) counted once under its mode, with the stages that mode runs; and the baselines.
+    sent = {
+        phase: {
+            mode: sum(c["requests"] + c["concurrency"] for c in report["modes"][mode][phase])
+            for mode in report["modes"]
+            if phase in report["modes"][mode]
+        }
+        for phase in ("computed", "cached")
+    }
+    sent["computed"]["keyword"] = sum(
+        c["requests"] + c["concurrency"] for c in report["modes"]["keyword"]["none"]
+    )
+    sent["cached"]["vector"] += QUERIES  # the warm-up: each question once
+    for server, modes in sent.items():
+        scraped = report["metrics"][server]
+        for mode, count in modes.items():
+            assert scraped[f'cari_search_duration_seconds_count{{mode="{mode}"}}'] == count
+            stage = "keyword" if mode == "keyword" else "vector"
+            key = f'cari_search_stage_duration_seconds_count{{mode="{mode}",stage="{stage}"}}'
+            assert scraped[key] == count, (server, mode)
+        assert not any(key.startswith("cari_search_degraded_total") for key in scraped)
+    route = 'app_name="cari",method="GET",path="/healthz",status_code="200"'
+    healthz = sum(c["requests"] + c["concurrency"] for c in report["baseline"]["healthz"])
+    assert report["metrics"]["computed"][f"cari_requests_total{{{route}}}"] == healthz
+    stages = load.format_stages(measured)
+    assert len(stages) == 5 and all("searches, mean ms: total" in line for line in stages)
+
     table = load.format_table(measured)
     assert len(table) == 1 + 7 * len(CONCURRENCY)
     assert any(line.startswith("hybrid") and " cached " in line for line in table)

@@ -23,7 +23,7 @@ from anyio import to_thread
 from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool
 
-from cari import db
+from cari import db, metrics
 from cari.answer.llm import ChatClient
 from cari.answer.service import Answerer
 from cari.embed import Embedder, LocalEmbedder, OpenAIEmbedder, check_settings
@@ -81,6 +81,7 @@ async def open_runtime(
             stack.push_async_callback(reranker.aclose)
         await pool.open(wait=wait)
         searcher = Searcher(pool, embedder, settings, reranker=reranker)
+        stack.enter_context(metrics.watch(pool, searcher.vectors))
         yield Runtime(
             settings=settings,
             pool=pool,

@@ -139,6 +139,13 @@ class Settings(BaseSettings):
     )
     rerank_timeout_s: float = Field(default=10.0, gt=0)
 
+    log_format: Literal["json", "text"] = Field(
+        default="json", description="`cari serve`'s log lines: one JSON object each, or text."
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", description="The lowest level `cari serve` logs."
+    )
+
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, value: str | None) -> str | None:
@@ -163,6 +170,11 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [key.strip() for key in value.split(",") if key.strip()]
         return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
 
     @field_validator("data_dir")
     @classmethod

@@ -20,7 +20,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 import cari
-from cari import db, migrations, runtime
+from cari import db, logs, migrations, runtime
 from cari.api import docs
 from cari.api.answer import answer, tool
 from cari.api.auth import require_api_key
@@ -28,6 +28,8 @@ from cari.api.catalog import CatalogController, FinancingRatesController
 from cari.api.collections import CollectionsController
 from cari.api.documents import DocumentsController
 from cari.api.health import healthz, readyz
+from cari.api.metrics import PROMETHEUS, MetricsController
+from cari.api.request_ids import RequestIdMiddleware, echo_request_id
 from cari.api.search import search
 from cari.errors import (
     CariError,
@@ -149,8 +151,14 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
         dependencies={"conn": Provide(provide_conn)},
         security=[{"bearer": []}] if settings.api_keys else None,
     )
+    logs.add_request_ids()
     return Litestar(
-        route_handlers=[healthz, readyz, v1, docs.assets()],
+        route_handlers=[healthz, readyz, MetricsController, v1, docs.assets()],
+        middleware=[RequestIdMiddleware(), PROMETHEUS.middleware],
+        before_send=[echo_request_id],
+        # Logging is the process's (`cari.logs`, set up by the `cari` command): not reconfigured
+        # by building an app.
+        logging_config=None,
         # Room for a document at the size limit after JSON escaping, so the limit is reported
         # per document (422 naming it) rather than as a bare 413 for the whole body.
         request_max_body_size=max(4 * settings.max_document_bytes, 1 << 20),

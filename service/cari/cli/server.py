@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 from pathlib import Path
 
 import click
 
-from cari import backup, db, embedded, migrations
+from cari import backup, db, embedded, logs, migrations
 from cari.cli.common import migrated_database, ready_database, settings, user_errors
 from cari.errors import CariError
+
+log = logging.getLogger(__name__)
 
 
 @click.command(help="Migrate the database, then serve the HTTP API.")
@@ -27,18 +30,22 @@ def serve(host: str | None, port: int | None, allow_unauthenticated: bool | None
     import uvicorn
 
     from cari.api import create_app
+    from cari.runtime import check
 
     config = settings(host=host, port=port, allow_unauthenticated=allow_unauthenticated)
     config.check_bind(config.host)
+    check(config)  # a configuration error is one line, before anything starts or logs
+    logs.configure(config)
     dsn = migrated_database(config)
     app = create_app(config, dsn)
     where = "external server" if config.database_url else f"embedded, data in {config.data_dir}"
     access = "API keys required" if config.api_keys else "no API keys (open API)"
-    click.echo(f"cari: database {where}; {access}", err=True)
+    log.info("database %s; %s", where, access)
     # Uvicorn re-raises SIGTERM after its graceful shutdown; exiting normally instead lets the
     # embedded server be stopped when this was its last user.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    uvicorn.run(app, host=config.host, port=config.port)
+    # Uvicorn's lines (startup, access log) go through the logging configured above.
+    uvicorn.run(app, host=config.host, port=config.port, log_config=None)
 
 
 @click.command(help="Upgrade the database schema (or downgrade with --downgrade).")

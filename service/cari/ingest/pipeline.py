@@ -13,6 +13,7 @@ import numpy as np
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from cari import metrics
 from cari.embed import Embedder
 from cari.errors import EmbedderUnavailable
 from cari.ingest import store
@@ -91,6 +92,10 @@ class Ingestor:
                 )
             )
         result.outcomes.extend(Outcome(i, "unchanged", 0, True) for i in sorted(unchanged))
+        for outcome in result.outcomes:
+            metrics.DOCUMENTS.labels(outcome.status).inc()
+        written = sum(outcome.chunks for outcome in result.outcomes)
+        metrics.CHUNKS.labels("true" if vectors is not None else "false").inc(written)
         return result
 
     def _chunk_all(self, documents: Sequence[NewDocument]) -> list[list[Chunk]]:
@@ -105,6 +110,7 @@ class Ingestor:
         try:
             return await self.embedder.embed_documents(texts)
         except EmbedderUnavailable as exc:
+            metrics.EMBEDDER_FAILURES.labels("document", "unavailable").inc()
             # Store the text now (keyword search works); `cari reembed` adds vectors later.
             log.warning("embedding failed, storing chunks without vectors: %s", exc.message)
             result.warnings.append(
@@ -183,6 +189,8 @@ async def backfill_embeddings(
             if count:
                 log.info("embedded %d chunks that were stored without vectors", count)
         except (EmbedderUnavailable, psycopg.Error, PoolTimeout) as exc:
+            if isinstance(exc, EmbedderUnavailable):
+                metrics.EMBEDDER_FAILURES.labels("document", "unavailable").inc()
             log.warning("background embedding will retry: %s", exc)
         except Exception:  # the task must outlive any failure, or the app shuts down
             log.exception("background embedding failed; it will retry")

@@ -26,6 +26,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from cari import metrics
 from cari.embed import Embedder
 from cari.errors import (
     EmbedderBusy,
@@ -243,6 +244,7 @@ class Searcher:
             sources = [_structured_result(s) for s in found.sources]
             structured_explain = found.explain
         timings["total"] = (time.perf_counter() - started) * 1000
+        metrics.observe_search(plan.mode, timings, degraded)
 
         explain = None
         if request.explain:

@@ -22,8 +22,9 @@ from collections import OrderedDict
 import anyio
 import numpy as np
 
+from cari import metrics
 from cari.embed import Embedder
-from cari.errors import EmbedderUnavailable
+from cari.errors import EmbedderBusy, EmbedderUnavailable
 
 BREAKER_FAILURES = 3  # failures in a row that open the breaker
 BREAKER_COOLDOWN_S = 15.0  # how long an open breaker skips the embedder before a probe
@@ -40,6 +41,16 @@ class QueryVectors:
         self._last_failure = ""
         self._open_until = 0.0  # time.monotonic() before which the embedder is skipped
         self._probing = False
+
+    @property
+    def pending(self) -> int:
+        """Query embeddings asked for and not answered yet."""
+        return len(self._pending)
+
+    @property
+    def breaker_open(self) -> bool:
+        """Whether enough failures in a row have opened the breaker (until a probe succeeds)."""
+        return self._failures >= BREAKER_FAILURES
 
     async def get(self, text: str) -> tuple[np.ndarray, bool]:
         """The vector, and whether it came from the cache."""
@@ -79,10 +90,13 @@ class QueryVectors:
             failure = EmbedderUnavailable(
                 f"no query embedding within {self.timeout_s:g} s (CARI_EMBEDDING_QUERY_TIMEOUT_S)"
             )
-            self._failed(failure)
+            self._failed(failure, "timeout")
             raise failure from None
         except EmbedderUnavailable as exc:
-            self._failed(exc)
+            self._failed(exc, "unavailable")
+            raise
+        except EmbedderBusy:
+            metrics.EMBEDDER_FAILURES.labels("query", "busy").inc()
             raise
         finally:
             if probe:
@@ -94,7 +108,8 @@ class QueryVectors:
             self._cache.popitem(last=False)
         return vector
 
-    def _failed(self, exc: EmbedderUnavailable) -> None:
+    def _failed(self, exc: EmbedderUnavailable, reason: str) -> None:
+        metrics.EMBEDDER_FAILURES.labels("query", reason).inc()
         self._failures += 1
         self._last_failure = exc.message
         if self._failures >= BREAKER_FAILURES:
