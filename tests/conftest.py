@@ -177,11 +177,11 @@ def conn(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
-    """Environment for a `cari` subprocess: no inherited Cari or database settings."""
+    """Environment for a `cari` subprocess: no inherited Cari, database or tracing settings."""
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith("CARI_") and key != "DATABASE_URL"
+        if not key.startswith(("CARI_", "OTEL_")) and key != "DATABASE_URL"
     }
     monkeypatch.chdir(tmp_path)  # so no developer `.env` is picked up
     return env

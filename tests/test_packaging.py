@@ -11,7 +11,7 @@ import subprocess
 import sys
 import sysconfig
 import tomllib
-from importlib.metadata import packages_distributions
+from importlib.metadata import distribution, packages_distributions
 from pathlib import Path
 
 from tests.conftest import cli_env
@@ -117,30 +117,53 @@ def _normalise(name: str) -> str:
 
 def _imported_distributions(*folders: str) -> dict[str, str]:
     """Each third-party module imported under `folders` → its installed distribution."""
-    modules: set[str] = set()
+    imports: set[tuple[str, ...]] = set()  # per statement: the modules it may name, longest first
     for folder in folders:
         for path in (ROOT / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Import):
-                    modules |= {alias.name.partition(".")[0] for alias in node.names}
+                    imports |= {(alias.name,) for alias in node.names}
                 elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                    modules.add(node.module.partition(".")[0])
+                    # `from opentelemetry import trace` imports a module of a namespace package.
+                    module = node.module
+                    imports |= {(f"{module}.{alias.name}", module) for alias in node.names}
     installed = packages_distributions()
-    third_party = modules - set(sys.stdlib_module_names) - LOCAL
-    return {
-        module: _normalise(installed.get(module, ["not installed"])[0]) for module in third_party
-    }
+    found = {}
+    for names in imports:
+        top = names[0].partition(".")[0]
+        if top not in sys.stdlib_module_names and top not in LOCAL:
+            module, name = _distribution(names, installed.get(top, []))
+            found[module] = name
+    return found
+
+
+def _distribution(names: tuple[str, ...], candidates: list[str]) -> tuple[str, str]:
+    """The first of `names` (dotted) that one of the `candidates` installed, and that one. A
+    namespace package (`opentelemetry`) has many: the one holding the module's files."""
+    if len(candidates) == 1:
+        return names[-1], _normalise(candidates[0])
+    for name in names:
+        stem = name.replace(".", "/")
+        for candidate in candidates:
+            files = {str(file) for file in distribution(candidate).files or []}
+            if {f"{stem}.py", f"{stem}/__init__.py"} & files:
+                return name, _normalise(candidate)
+    return names[-1], "not installed"
 
 
 def test_every_imported_package_is_declared() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
     runtime = _declared(project["dependencies"])
-    test = runtime | _declared(project["optional-dependencies"]["test"])
-    # What the wheel runs (the package and its migrations) needs only the runtime dependencies.
+    traces = _declared(extras["otel"])
+    test = runtime | _declared(extras["test"]) | traces  # the test extra includes cari[otel]
+    # What the wheel runs (the package and its migrations) needs only the runtime dependencies,
+    # and the `otel` extra for traces (`cari.tracing` imports it only when asked for traces).
     shipped = _imported_distributions("service/cari", "alembic")
     assert {"rich", "msgspec", "anyio", "httpx", "sqlalchemy"} <= set(shipped.values())
-    missing = {module: name for module, name in shipped.items() if name not in runtime}
-    assert not missing, f"imported but not in [project].dependencies: {missing}"
+    assert {"opentelemetry-api", "opentelemetry-sdk"} <= set(shipped.values())
+    missing = {module: name for module, name in shipped.items() if name not in runtime | traces}
+    assert not missing, f"imported but not in [project].dependencies or the otel extra: {missing}"
     missing = {
         module: name
         for module, name in _imported_distributions("tests", "bench").items()

@@ -21,7 +21,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 import cari
 from cari import db, logs, migrations, runtime
-from cari.api import docs
+from cari.api import docs, tracing
 from cari.api.answer import answer, tool
 from cari.api.auth import require_api_key
 from cari.api.catalog import CatalogController, FinancingRatesController
@@ -154,7 +154,8 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
     logs.add_request_ids()
     return Litestar(
         route_handlers=[healthz, readyz, MetricsController, v1, docs.assets()],
-        middleware=[RequestIdMiddleware(), PROMETHEUS.middleware],
+        middleware=[RequestIdMiddleware(), PROMETHEUS.middleware, *tracing.middleware()],
+        plugins=tracing.plugins(),
         before_send=[echo_request_id],
         # Logging is the process's (`cari.logs`, set up by the `cari` command): not reconfigured
         # by building an app.

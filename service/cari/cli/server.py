@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from cari import backup, db, embedded, logs, migrations
+from cari import backup, db, embedded, logs, migrations, tracing
 from cari.cli.common import migrated_database, ready_database, settings, user_errors
 from cari.errors import CariError
 
@@ -35,6 +35,9 @@ def serve(host: str | None, port: int | None, allow_unauthenticated: bool | None
     config = settings(host=host, port=port, allow_unauthenticated=allow_unauthenticated)
     config.check_bind(config.host)
     check(config)  # a configuration error is one line, before anything starts or logs
+    # Before logging is configured: its request ids are then put on records that already carry
+    # their trace ids.
+    tracing.configure()
     logs.configure(config)
     dsn = migrated_database(config)
     app = create_app(config, dsn)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -26,7 +27,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from cari import metrics
+from cari import metrics, tracing
 from cari.embed import Embedder
 from cari.errors import (
     EmbedderBusy,
@@ -362,9 +363,8 @@ class Searcher:
             else:
                 part.lists[name] = outcome
 
-        fuse_started = time.perf_counter()
-        head = fuse(part.lists, plan.weights, plan.method, plan.rrf_k)[: plan.depth]
-        part.timings["fuse"] = (time.perf_counter() - fuse_started) * 1000
+        with _stage(part.timings, "fuse"):
+            head = fuse(part.lists, plan.weights, plan.method, plan.rrf_k)[: plan.depth]
         async with self.pool.connection() as conn:
             part.evidence = await _timed(
                 part.timings,
@@ -565,9 +565,17 @@ def _pick(requested: float | None, default: float) -> float:
     return default if requested is None else requested
 
 
-async def _timed(timings: dict[str, float], stage: str, work: Awaitable[T]) -> T:
+@contextmanager
+def _stage(timings: dict[str, float], stage: str) -> Iterator[None]:
+    """Time a stage (ms, into `timings`), and trace it as a span when traces are sent."""
     started = time.perf_counter()
     try:
-        return await work
+        with tracing.span(stage):
+            yield
     finally:
         timings[stage] = (time.perf_counter() - started) * 1000
+
+
+async def _timed(timings: dict[str, float], stage: str, work: Awaitable[T]) -> T:
+    with _stage(timings, stage):
+        return await work
