@@ -9,10 +9,11 @@ RUN useradd --create-home --uid 10001 cari && install -d -o cari -g cari /data
 ENV CARI_DATA_DIR=/data
 
 # The dependencies alone, read from pyproject.toml, in a layer of their own: a source change
-# reuses it instead of installing them all again.
+# reuses it instead of installing them all again. The `otel` extra too: a platform that sets
+# OTEL_EXPORTER_OTLP_ENDPOINT for every container gets traces, not a refusal to start.
 WORKDIR /src
 COPY pyproject.toml ./
-RUN python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")' > requirements.txt \
+RUN python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print(*p["dependencies"], *p["optional-dependencies"]["otel"], sep="\n")' > requirements.txt \
     && pip install --no-cache-dir -r requirements.txt
 
 # Then the package, built into a wheel and installed as a user's would be (not editable; the SQL
