@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -12,8 +13,11 @@ import psycopg
 from litestar import Controller, delete, get, post, put
 from litestar.datastructures import State
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.openapi.spec import Example
+from litestar.params import Body, Parameter
 
+from cari.api.openapi import CollectionName, DocumentedAs, V1Operation
+from cari.api.problems import responses
 from cari.errors import CariError, InvalidInput
 from cari.ingest import formats, store
 from cari.ingest.pipeline import BatchResult, Ingestor
@@ -46,6 +50,10 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ) = None
 
 
+class DocumentBatch(msgspec.Struct, forbid_unknown_fields=True):
+    documents: list[DocumentIn]
+
+
 class Rejection(msgspec.Struct):
     index: int
     id: str | None
@@ -63,6 +71,66 @@ class IngestResponse(msgspec.Struct):
     results: list[DocumentResult]
     rejected: list[Rejection]
     warnings: list[str]
+
+
+class Chunk(msgspec.Struct):
+    id: int
+    ordinal: int
+    content: str
+    token_count: int
+    metadata: dict[str, Any]
+    embedded: bool
+
+
+class Document(msgspec.Struct):
+    id: str
+    title: str
+    source: str | None
+    metadata: dict[str, Any]
+    content_hash: str
+    created_at: datetime
+    updated_at: datetime
+    chunks: list[Chunk]
+
+
+class Deleted(msgspec.Struct):
+    deleted: int
+
+
+# Bodies are checked document by document (a batch keeps its valid documents).
+OneOrBatch = Annotated[
+    dict[str, Any],
+    DocumentedAs(DocumentIn, DocumentBatch),
+    Body(
+        examples=[
+            Example(
+                summary="One document",
+                value={
+                    "id": "faq/cicilan",
+                    "title": "Cicilan",
+                    "text": "# Cicilan\n\nTenor 12 sampai 60 bulan.",
+                    "format": "markdown",
+                    "metadata": {"topic": "financing"},
+                },
+            ),
+            Example(
+                summary="A batch",
+                value={"documents": [{"id": "a", "text": "Satu."}, {"id": "b", "text": "Dua."}]},
+            ),
+        ]
+    ),
+]
+OneDocument = Annotated[
+    dict[str, Any],
+    DocumentedAs(DocumentIn),
+    Body(examples=[Example(summary="A document", value={"text": "Tenor 12 sampai 60 bulan."})]),
+]
+DocumentId = Annotated[
+    Path,
+    Parameter(
+        description="The document's id (it may hold '/')", examples=[Example(value="faq/cicilan")]
+    ),
+]
 
 
 def to_document(raw: object, settings: Settings, *, path_id: str | None = None) -> NewDocument:
@@ -161,9 +229,12 @@ class DocumentsController(Controller):
             "content is not re-processed."
         ),
         status_code=200,
+        operation_id="addDocuments",
+        responses=responses(400, 404, 413, 422, 503),
+        operation_class=V1Operation,
     )
     async def add(
-        self, state: State, collection: FromPath[str], data: JSONBody[dict[str, Any]]
+        self, state: State, collection: CollectionName, data: OneOrBatch
     ) -> IngestResponse:
         settings: Settings = state.settings
         batch = "documents" in data and isinstance(data["documents"], list)
@@ -190,13 +261,15 @@ class DocumentsController(Controller):
         result = await ingestor.ingest(collection, documents)
         return _response(result, rejected)
 
-    @put("/{document_id:path}", summary="Create or replace a document by id")
+    @put(
+        "/{document_id:path}",
+        summary="Create or replace a document by id",
+        operation_id="putDocument",
+        responses=responses(400, 404, 413, 422, 503),
+        operation_class=V1Operation,
+    )
     async def upsert(
-        self,
-        state: State,
-        collection: FromPath[str],
-        document_id: FromPath[Path],
-        data: JSONBody[dict[str, Any]],
+        self, state: State, collection: CollectionName, document_id: DocumentId, data: OneDocument
     ) -> IngestResponse:
         document = await anyio.to_thread.run_sync(
             partial(to_document, data, state.settings, path_id=_id(document_id))
@@ -204,24 +277,41 @@ class DocumentsController(Controller):
         ingestor: Ingestor = state.ingestor
         return _response(await ingestor.ingest(collection, [document]), [])
 
-    @get("/{document_id:path}", summary="A document with its chunks")
+    @get(
+        "/{document_id:path}",
+        summary="A document with its chunks",
+        operation_id="getDocument",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+    )
     async def read(
-        self, conn: Conn, collection: FromPath[str], document_id: FromPath[Path]
-    ) -> dict[str, Any]:
+        self, conn: Conn, collection: CollectionName, document_id: DocumentId
+    ) -> Document:
         ref = await store.collection_ref(conn, collection)
         document = await store.get_document(conn, ref, _id(document_id))
         document.pop("id")
         document["id"] = document.pop("external_id")
-        return document
+        return msgspec.convert(document, Document)
 
-    @delete("/{document_id:path}", summary="Delete a document and its chunks")
-    async def remove(
-        self, conn: Conn, collection: FromPath[str], document_id: FromPath[Path]
-    ) -> None:
+    @delete(
+        "/{document_id:path}",
+        summary="Delete a document and its chunks",
+        operation_id="deleteDocument",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+    )
+    async def remove(self, conn: Conn, collection: CollectionName, document_id: DocumentId) -> None:
         ref = await store.collection_ref(conn, collection)
         await store.delete_document(conn, ref, _id(document_id))
 
-    @delete("/", summary="Delete every document of the collection", status_code=200)
-    async def clear(self, conn: Conn, collection: FromPath[str]) -> dict[str, int]:
+    @delete(
+        "/",
+        summary="Delete every document of the collection",
+        status_code=200,
+        operation_id="clearDocuments",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+    )
+    async def clear(self, conn: Conn, collection: CollectionName) -> Deleted:
         ref = await store.collection_ref(conn, collection)
-        return {"deleted": await store.clear_documents(conn, ref)}
+        return Deleted(await store.clear_documents(conn, ref))
