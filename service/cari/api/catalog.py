@@ -83,7 +83,11 @@ Rates = Annotated[
 ]
 Sku = Annotated[
     Path,
-    Parameter(description="The item's SKU (it may hold '/')", examples=[Example(value="CIVIC-RS")]),
+    Parameter(
+        description="The item's SKU (it may hold '/')",
+        examples=[Example(value="CIVIC-RS")],
+        schema_extra={"format": None},  # Litestar calls a path parameter a URI
+    ),
 ]
 
 

@@ -128,7 +128,9 @@ OneDocument = Annotated[
 DocumentId = Annotated[
     Path,
     Parameter(
-        description="The document's id (it may hold '/')", examples=[Example(value="faq/cicilan")]
+        description="The document's id (it may hold '/')",
+        examples=[Example(value="faq/cicilan")],
+        schema_extra={"format": None},  # Litestar calls a path parameter a URI
     ),
 ]
 
