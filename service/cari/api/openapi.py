@@ -29,9 +29,10 @@ CollectionName = Annotated[
 
 
 class DocumentedAs:
-    """In `Annotated[list[Any], DocumentedAs(list[Item])]`: a body Litestar decodes as typed,
-    for Cari to check value by value (a batch keeps its valid documents, an error names
-    `items[i].field`), that the OpenAPI document describes as any of `shapes`."""
+    """Marks a body Litestar takes as it is typed (`list[Any]`, say) for Cari to check item by
+    item (a batch keeps its valid documents; an error names `items[i].field`), and that the
+    OpenAPI document describes as any of `shapes`:
+    `Annotated[list[Any], DocumentedAs(list[CatalogItemIn])]`."""
 
     def __init__(self, *shapes: Any) -> None:
         self.shapes = shapes
