@@ -214,7 +214,8 @@ def test_bad_answer_input_names_the_field(collection_dsn: str) -> None:
     with app_client(collection_dsn) as client:
         for body, field in (({"query": "x", "top_k": 0}, "top_k"), ({"q": "x"}, "q")):
             response = client.post("/v1/collections/cars/answer", json=body)
-            assert response.status_code == 400 and field in response.text
+            assert response.status_code == 422, response.text
+            assert [error["field"] for error in response.json()["errors"]] == [field]
         assert client.post("/v1/collections/nope/answer", json={"query": "x"}).status_code == 404
 
 

@@ -95,17 +95,21 @@ def test_invalid_collection_names_the_field(
     client: TestClient[Any], payload: dict[str, Any], field: str
 ) -> None:
     response = client.post("/v1/collections", json=payload)
-    assert response.status_code == 400, response.text
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"] == "application/problem+json"
     body = response.json()
-    assert field in {item["key"] for item in body["extra"]} or field in str(body["extra"])
-    assert "Traceback" not in response.text
+    assert body["code"] == "invalid_input"
+    assert body["type"] == "urn:cari:problem:invalid_input"
+    assert [error["field"] for error in body["errors"]] == [field]
+    assert body["detail"].startswith(f"{field}: ")
 
 
 def test_unknown_language_is_named(client: TestClient[Any]) -> None:
     response = client.post("/v1/collections", json={"name": "k", "language": "klingon"})
     assert response.status_code == 422
     body = response.json()
-    assert body["extra"][0]["key"] == "language"
+    assert body["errors"][0]["field"] == "language"
+    assert body["detail"] == f"language: {body['errors'][0]['message']}"
     assert "klingon" in body["detail"] and "indonesian" in body["detail"]
 
     client.post("/v1/collections", json={"name": "k"})
@@ -132,6 +136,79 @@ def test_malformed_json_is_a_client_error(client: TestClient[Any]) -> None:
         "/v1/collections", content=b"{not json", headers={"content-type": "application/json"}
     )
     assert response.status_code == 400
+    assert response.json()["code"] == "invalid_body"
+    assert "not valid JSON" in response.json()["detail"]
+
+
+def problem(response: Any, status: int, code: str) -> dict[str, Any]:
+    """The RFC 9457 body of `response`, checked to be of kind `code`."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    body: dict[str, Any] = response.json()
+    assert body["status"] == status and body["code"] == code
+    assert body["type"] == f"urn:cari:problem:{code}"
+    assert body["title"] and body["detail"]
+    return body
+
+
+def test_every_error_is_a_problem(client: TestClient[Any], dsn: str) -> None:
+    missing = problem(client.get("/v1/collections/nope"), 404, "not_found")
+    assert missing["detail"] == "collection 'nope' does not exist"
+    assert missing["instance"] == "/v1/collections/nope"
+    assert missing["title"] == "Not found"
+    assert "errors" not in missing
+
+    problem(client.get("/v2/nothing/here"), 404, "not_found")  # Litestar's own
+    refused = client.put("/v1/collections")
+    problem(refused, 405, "method_not_allowed")
+    assert "GET" in refused.headers["allow"]
+
+    bad_limit = problem(client.get("/v1/collections/nope/catalog?limit=0"), 422, "invalid_input")
+    assert bad_limit["errors"] == [{"field": "limit", "message": "Expected `int` >= 1"}]
+    problem(client.post("/v1/collections", json=[1]), 422, "invalid_input")
+
+    with app_client(dsn, max_document_bytes=1000) as small:  # bodies up to 1 MiB
+        body = b'{"name": "' + b"x" * (1 << 20) + b'"}'
+        too_large = small.post(
+            "/v1/collections", content=body, headers={"content-type": "application/json"}
+        )
+    problem(too_large, 413, "body_too_large")
+
+    with app_client(dsn, api_keys="secret") as guarded:
+        refused = guarded.get("/v1/collections")
+    problem(refused, 401, "unauthorized")
+    assert refused.headers["www-authenticate"] == "Bearer"
+
+
+def test_openapi_documents_every_route(client: TestClient[Any], dsn: str) -> None:
+    document = client.get("/docs/openapi.json").json()
+    operations = [
+        (path, operation)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        if method in ("get", "post", "put", "patch", "delete")
+    ]
+    ids = [operation["operationId"] for _, operation in operations]
+    assert len(set(ids)) == len(ids)
+    assert all(id_[0].islower() and id_.isalnum() for id_ in ids), ids
+    assert {"searchCollection", "addDocuments", "answerQuestion"} <= set(ids)
+    for path, operation in operations:
+        assert "{name}" not in path
+        for status, response in operation["responses"].items():
+            assert status != "401"  # no API keys here
+            if int(status) >= 400 and path.startswith("/v1"):
+                assert list(response["content"]) == ["application/problem+json"], (path, status)
+                assert response["content"]["application/problem+json"]["examples"]
+            if int(status) < 300 and status != "204":
+                assert response["content"]["application/json"]["schema"] != {}, (path, status)
+    answer = document["paths"]["/v1/collections/{collection}/answer"]["post"]
+    assert set(answer["responses"]["200"]["content"]) == {"application/json", "text/event-stream"}
+
+    with app_client(dsn, api_keys="secret") as guarded:
+        document = guarded.get("/docs/openapi.json").json()
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            assert ("401" in operation["responses"]) == path.startswith("/v1"), (method, path)
 
 
 def test_api_keys_guard_v1_only(dsn: str) -> None:
@@ -198,6 +275,9 @@ def test_not_ready_when_database_unreachable() -> None:
         assert "unreachable" in response.json()["reason"]
         listing = client.get("/v1/collections")
         assert listing.status_code == 503
+        assert listing.headers["content-type"] == "application/problem+json"
+        assert listing.json()["code"] in ("database_unavailable", "database_busy")
+        assert int(listing.headers["retry-after"]) >= 1
         assert "Traceback" not in listing.text
 
 
@@ -205,7 +285,7 @@ def test_openapi_schema_and_docs(client: TestClient[Any]) -> None:
     schema = client.get("/docs/openapi.json")
     assert schema.status_code == 200
     paths = schema.json()["paths"]
-    assert {"/v1/collections", "/v1/collections/{name}", "/readyz", "/healthz"} <= set(paths)
+    assert {"/v1/collections", "/v1/collections/{collection}", "/readyz", "/healthz"} <= set(paths)
     assert client.get("/docs").status_code == 200
 
 

@@ -315,7 +315,7 @@ def test_a_document_may_carry_its_own_language(dsn: str) -> None:
             json={"documents": [{"id": "x", "text": "hello", "language": "klingon"}]},
         )
         assert bad.status_code == 422
-        assert bad.json()["extra"][0]["key"] == "language"
+        assert bad.json()["errors"][0]["field"] == "language"
         assert "klingon" in bad.json()["detail"]
 
 

@@ -63,10 +63,10 @@ def post(client: TestClient[Any], path: str, body: Any, status: int = 200) -> An
 
 
 def rejected(client: TestClient[Any], path: str, body: Any) -> str:
-    """The 422 message for `body`, checked to name its field in `extra` too."""
+    """The 422 message for `body`, checked to name its field in `errors` too."""
     answer = post(client, path, body, 422)
-    assert answer["extra"][0]["message"] == answer["detail"]
-    assert answer["detail"].startswith(answer["extra"][0]["key"] + ": ")
+    [error] = answer["errors"]
+    assert answer["detail"] == f"{error['field']}: {error['message']}"
     return str(answer["detail"])
 
 

@@ -27,7 +27,7 @@ def _routes_with_bodies(client: TestClient[Any]) -> list[tuple[str, str]]:
     for path, operations in paths.items():
         for method, operation in operations.items():
             if method in ("post", "put", "patch") and "requestBody" in operation:
-                concrete = path.replace("{collection}", "deep").replace("{name}", "deep")
+                concrete = path.replace("{collection}", "deep")
                 concrete = concrete.replace("{document_id}", "d1").replace("{sku}", "s1")
                 found.append((method, concrete))
     return found

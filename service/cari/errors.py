@@ -15,8 +15,8 @@ CariError                  a message written for the user
 ├── InvalidInput           a field's value is unacceptable                      (HTTP 422)
 └── InvalidBody            the request body cannot be decoded at all            (HTTP 400)
 
-Each kind has a stable `code` the HTTP edge reports beside the message, and `retry_after`
-(seconds) where retrying soon can help.
+Each kind has a stable `code` the HTTP edge reports beside the message (api/problems.py maps
+it to a status), and `retry_after` (seconds) where retrying soon can help.
 
 Retryable                  internal: one attempt at a remote service failed in a way worth
                            another try; never reaches a user (the last one becomes a CariError)
@@ -99,13 +99,14 @@ class Conflict(CariError):
 
 
 class InvalidInput(CariError):
-    """A field's value is unacceptable; `field` names it."""
+    """A field's value is unacceptable; `field` names it and `reason` says what is wrong."""
 
     code = "invalid_input"
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
         self.field = field
+        self.reason = reason
 
 
 class InvalidBody(CariError):

@@ -4,21 +4,41 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any, Literal
 
+import msgspec
 import psycopg
 from litestar import Request, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.openapi.spec import Example
+from litestar.params import Body
 from litestar.response import Response, ServerSentEvent, ServerSentEventMessage
 
 from cari import collection as collections
-from cari.answer.service import Answerer, AnswerRequest, Prepared
+from cari.answer.service import Answerer, AnswerRequest, AnswerResponse, Prepared
+from cari.api.openapi import AnswerOperation, CollectionName, V1Operation
+from cari.api.problems import responses
 from cari.search import tool as search_tool
 
 Conn = NamedDependency[psycopg.AsyncConnection[Any]]
 EVENT_STREAM = "text/event-stream"
+
+QUESTION = Example(summary="A question", value={"query": "berapa cicilan honda civic?"})
+
+
+class ToolFunction(msgspec.Struct):
+    name: str
+    description: str
+    parameters: dict[str, Any]  # the JSON schema of the search's arguments
+
+
+class Tool(msgspec.Struct):
+    """An OpenAI function tool."""
+
+    type: Literal["function"]
+    function: ToolFunction
 
 
 @post(
@@ -34,11 +54,20 @@ EVENT_STREAM = "text/event-stream"
     ),
     status_code=200,
     tags=["answer"],
+    operation_id="answerQuestion",
+    # The JSON answer; AnswerOperation adds the event stream.
+    responses={
+        200: ResponseSpec(AnswerResponse, description="The answer", generate_examples=False),
+        **responses(400, 404, 413, 422, 503),
+    },
+    operation_class=AnswerOperation,
 )
 async def answer(
-    state: State, request: Request[Any, Any, Any], collection: FromPath[str],
-    data: JSONBody[AnswerRequest],
-) -> Response[Any]:  # fmt: skip
+    state: State,
+    request: Request[Any, Any, Any],
+    collection: CollectionName,
+    data: Annotated[AnswerRequest, Body(examples=[QUESTION])],
+) -> Response[Any]:
     answerer: Answerer = state.answerer
     prepared = await answerer.prepare(collection, data)
     if data.stream or EVENT_STREAM in request.headers.get("accept", ""):
@@ -57,6 +86,9 @@ async def _messages(
     "/collections/{collection:str}/tool",
     summary="The collection's search as an LLM tool (OpenAI function schema)",
     tags=["answer"],
+    operation_id="getSearchTool",
+    responses=responses(404, 422, 503),
+    operation_class=V1Operation,
 )
-async def tool(conn: Conn, collection: FromPath[str]) -> dict[str, Any]:
-    return search_tool.definition(await collections.get(conn, collection))
+async def tool(conn: Conn, collection: CollectionName) -> Tool:
+    return msgspec.convert(search_tool.definition(await collections.get(conn, collection)), Tool)

@@ -10,10 +10,21 @@ import psycopg
 from litestar import Controller, delete, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody, Parameter
+from litestar.openapi.spec import Example
+from litestar.params import Body, Parameter
 
+from cari.api.documents import Deleted
+from cari.api.openapi import CollectionName, DocumentedAs, V1Operation
+from cari.api.problems import responses
 from cari.catalog import store
-from cari.catalog.store import CatalogItem, FinancingRate, ItemResult, RateResult
+from cari.catalog.store import (
+    CatalogItem,
+    CatalogItemIn,
+    FinancingRate,
+    FinancingRateIn,
+    ItemResult,
+    RateResult,
+)
 from cari.errors import InvalidInput
 from cari.ingest.pipeline import Ingestor
 from cari.settings import Settings
@@ -27,6 +38,57 @@ class CatalogImport(msgspec.Struct):
 
 class RatesImport(msgspec.Struct):
     results: list[RateResult]
+
+
+# Checked item by item, so an error names `items[i].field`.
+Items = Annotated[
+    list[Any],
+    DocumentedAs(list[CatalogItemIn]),
+    Body(
+        examples=[
+            Example(
+                summary="A car",
+                value=[
+                    {
+                        "sku": "CIVIC-RS",
+                        "name": "Honda Civic",
+                        "variant": "RS",
+                        "price": 600000000,
+                        "attributes": {"engine": "1.5L turbo", "seats": 5},
+                    }
+                ],
+            )
+        ]
+    ),
+]
+Rates = Annotated[
+    list[Any],
+    DocumentedAs(list[FinancingRateIn]),
+    Body(
+        examples=[
+            Example(
+                summary="Three years, flat",
+                value=[
+                    {
+                        "provider": "BCA Finance",
+                        "tenor_months": 36,
+                        "rate": 0.05,
+                        "rate_type": "flat",
+                        "min_down_payment": 0.2,
+                    }
+                ],
+            )
+        ]
+    ),
+]
+Sku = Annotated[
+    Path,
+    Parameter(
+        description="The item's SKU (it may hold '/')",
+        examples=[Example(value="CIVIC-RS")],
+        schema_extra={"format": None},  # Litestar calls a path parameter a URI
+    ),
+]
 
 
 def _check_size(raw: list[Any], settings: Settings) -> None:
@@ -59,10 +121,11 @@ class CatalogController(Controller):
             "prices come back as exact decimal strings."
         ),
         status_code=200,
+        operation_id="addCatalogItems",
+        responses=responses(400, 404, 413, 422, 503),
+        operation_class=V1Operation,
     )
-    async def add(
-        self, state: State, collection: FromPath[str], data: JSONBody[list[Any]]
-    ) -> CatalogImport:
+    async def add(self, state: State, collection: CollectionName, data: Items) -> CatalogImport:
         settings: Settings = state.settings
         _check_size(data, settings)
         items = store.catalog_batch(data)
@@ -76,27 +139,52 @@ class CatalogController(Controller):
         )
         return CatalogImport(results)
 
-    @get("/", summary="List catalog items by SKU")
-    async def list(
+    @get(
+        "/",
+        summary="List catalog items by SKU",
+        operation_id="listCatalogItems",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+    )
+    async def index(
         self,
         conn: Conn,
-        collection: FromPath[str],
+        collection: CollectionName,
         limit: Annotated[int, Parameter(ge=1, le=1000)] = 100,
         offset: Annotated[int, Parameter(ge=0)] = 0,
     ) -> list[CatalogItem]:
         return await store.list_items(conn, collection, limit=limit, offset=offset)
 
-    @get("/{sku:path}", summary="A catalog item")
-    async def read(self, conn: Conn, collection: FromPath[str], sku: FromPath[Path]) -> CatalogItem:
+    @get(
+        "/{sku:path}",
+        summary="A catalog item",
+        operation_id="getCatalogItem",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+    )
+    async def read(self, conn: Conn, collection: CollectionName, sku: Sku) -> CatalogItem:
         return await store.get_item(conn, collection, _sku(sku))
 
-    @delete("/{sku:path}", summary="Delete a catalog item")
-    async def remove(self, conn: Conn, collection: FromPath[str], sku: FromPath[Path]) -> None:
+    @delete(
+        "/{sku:path}",
+        summary="Delete a catalog item",
+        operation_id="deleteCatalogItem",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+    )
+    async def remove(self, conn: Conn, collection: CollectionName, sku: Sku) -> None:
         await store.delete_item(conn, collection, _sku(sku))
 
-    @delete("/", summary="Delete every catalog item of the collection", status_code=200)
-    async def clear(self, conn: Conn, collection: FromPath[str]) -> dict[str, int]:
-        return {"deleted": await store.clear_items(conn, collection)}
+    @delete(
+        "/",
+        summary="Delete every catalog item of the collection",
+        status_code=200,
+        operation_id="clearCatalog",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+    )
+    async def clear(self, conn: Conn, collection: CollectionName) -> Deleted:
+        return Deleted(await store.clear_items(conn, collection))
 
 
 class FinancingRatesController(Controller):
@@ -113,18 +201,34 @@ class FinancingRatesController(Controller):
             "type. All or nothing, as for catalog items."
         ),
         status_code=200,
+        operation_id="addFinancingRates",
+        responses=responses(400, 404, 413, 422, 503),
+        operation_class=V1Operation,
     )
     async def add(
-        self, conn: Conn, state: State, collection: FromPath[str], data: JSONBody[list[Any]]
+        self, conn: Conn, state: State, collection: CollectionName, data: Rates
     ) -> RatesImport:
         _check_size(data, state.settings)
         rates = store.rates_batch(data)
         return RatesImport(await store.import_rates(conn, collection, rates))
 
-    @get("/", summary="List financing rates")
-    async def list(self, conn: Conn, collection: FromPath[str]) -> list[FinancingRate]:
+    @get(
+        "/",
+        summary="List financing rates",
+        operation_id="listFinancingRates",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+    )
+    async def index(self, conn: Conn, collection: CollectionName) -> list[FinancingRate]:
         return await store.list_rates(conn, collection)
 
-    @delete("/", summary="Delete every financing rate of the collection", status_code=200)
-    async def clear(self, conn: Conn, collection: FromPath[str]) -> dict[str, int]:
-        return {"deleted": await store.clear_rates(conn, collection)}
+    @delete(
+        "/",
+        summary="Delete every financing rate of the collection",
+        status_code=200,
+        operation_id="clearFinancingRates",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+    )
+    async def clear(self, conn: Conn, collection: CollectionName) -> Deleted:
+        return Deleted(await store.clear_rates(conn, collection))

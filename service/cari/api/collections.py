@@ -2,42 +2,85 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import psycopg
 from litestar import Controller, delete, get, patch, post
 from litestar.di import NamedDependency
-from litestar.params import JSONBody, Parameter
+from litestar.openapi.spec import Example
+from litestar.params import Body
 
-from cari import collection
+from cari import collection as collections
+from cari.api.openapi import CollectionName, V1Operation
+from cari.api.problems import responses
 from cari.collection import Collection, CollectionCreate, CollectionUpdate
 
 Conn = NamedDependency[psycopg.AsyncConnection[Any]]
-NamePath = Parameter(description="Collection name")
+
+NEW = Example(
+    summary="An Indonesian FAQ",
+    value={"name": "faq", "language": "indonesian", "top_k": 5},
+)
+CHANGE = Example(summary="Favour keywords", value={"keyword_weight": 2.0, "threshold": 0.3})
 
 
 class CollectionsController(Controller):
     path = "/collections"
     tags = ["collections"]  # noqa: RUF012 (Litestar reads this class attribute)
 
-    @post("/", summary="Create a collection")
-    async def create(self, conn: Conn, data: JSONBody[CollectionCreate]) -> Collection:
-        return await collection.create(conn, data)
-
-    @get("/", summary="List collections")
-    async def list(self, conn: Conn) -> list[Collection]:
-        return await collection.list_all(conn)
-
-    @get("/{name:str}", summary="Get a collection")
-    async def get(self, conn: Conn, name: str = NamePath) -> Collection:
-        return await collection.get(conn, name)
-
-    @patch("/{name:str}", summary="Change a collection's settings")
-    async def update(
-        self, conn: Conn, data: JSONBody[CollectionUpdate], name: str = NamePath
+    @post(
+        "/",
+        summary="Create a collection",
+        operation_id="createCollection",
+        responses=responses(400, 409, 413, 422, 503),
+        operation_class=V1Operation,
+    )
+    async def create(
+        self, conn: Conn, data: Annotated[CollectionCreate, Body(examples=[NEW])]
     ) -> Collection:
-        return await collection.update(conn, name, data)
+        return await collections.create(conn, data)
 
-    @delete("/{name:str}", summary="Delete a collection and everything in it")
-    async def delete(self, conn: Conn, name: str = NamePath) -> None:
-        await collection.delete(conn, name)
+    @get(
+        "/",
+        summary="List collections",
+        operation_id="listCollections",
+        responses=responses(503),
+        operation_class=V1Operation,
+    )
+    async def index(self, conn: Conn) -> list[Collection]:
+        return await collections.list_all(conn)
+
+    @get(
+        "/{collection:str}",
+        summary="Get a collection",
+        operation_id="getCollection",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+    )
+    async def get(self, conn: Conn, collection: CollectionName) -> Collection:
+        return await collections.get(conn, collection)
+
+    @patch(
+        "/{collection:str}",
+        summary="Change a collection's settings",
+        operation_id="updateCollection",
+        responses=responses(400, 404, 413, 422, 503),
+        operation_class=V1Operation,
+    )
+    async def update(
+        self,
+        conn: Conn,
+        collection: CollectionName,
+        data: Annotated[CollectionUpdate, Body(examples=[CHANGE])],
+    ) -> Collection:
+        return await collections.update(conn, collection, data)
+
+    @delete(
+        "/{collection:str}",
+        summary="Delete a collection and everything in it",
+        operation_id="deleteCollection",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+    )
+    async def delete(self, conn: Conn, collection: CollectionName) -> None:
+        await collections.delete(conn, collection)

@@ -17,8 +17,11 @@ import psycopg
 from litestar import Controller, delete, get, post, put
 from litestar.datastructures import State
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody, Parameter
+from litestar.openapi.spec import Example
+from litestar.params import Body, Parameter
 
+from cari.api.openapi import CollectionName, DocumentedAs, V1Operation
+from cari.api.problems import responses
 from cari.errors import CariError, InvalidInput
 from cari.ingest import formats, store
 from cari.ingest.pipeline import BatchResult, Ingestor
@@ -52,6 +55,10 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ) = None
 
 
+class DocumentBatch(msgspec.Struct, forbid_unknown_fields=True):
+    documents: list[DocumentIn]
+
+
 class Rejection(msgspec.Struct):
     index: int
     id: str | None
@@ -71,6 +78,26 @@ class IngestResponse(msgspec.Struct):
     warnings: list[str]
 
 
+class Chunk(msgspec.Struct):
+    id: int
+    ordinal: int
+    content: str
+    token_count: int
+    metadata: dict[str, Any]
+    embedded: bool
+
+
+class Document(msgspec.Struct):
+    id: str
+    title: str
+    source: str | None
+    metadata: dict[str, Any]
+    content_hash: str
+    created_at: datetime
+    updated_at: datetime
+    chunks: list[Chunk]
+
+
 class DocumentSummary(msgspec.Struct):
     id: str
     title: str
@@ -85,6 +112,10 @@ class DocumentSummary(msgspec.Struct):
 class DocumentPage(msgspec.Struct):
     documents: list[DocumentSummary]
     next_cursor: str | None  # pass as `cursor` for the next page; None: this was the last
+
+
+class Deleted(msgspec.Struct):
+    deleted: int
 
 
 def _cursor(last_id: str) -> str:
@@ -111,6 +142,44 @@ def _metadata_filter(metadata: str | None) -> Any:
         return json.loads(metadata)
     except (ValueError, RecursionError):
         raise InvalidInput("metadata", "must be a JSON object") from None
+
+
+# Bodies are checked document by document (a batch keeps its valid documents).
+OneOrBatch = Annotated[
+    dict[str, Any],
+    DocumentedAs(DocumentIn, DocumentBatch),
+    Body(
+        examples=[
+            Example(
+                summary="One document",
+                value={
+                    "id": "faq/cicilan",
+                    "title": "Cicilan",
+                    "text": "# Cicilan\n\nTenor 12 sampai 60 bulan.",
+                    "format": "markdown",
+                    "metadata": {"topic": "financing"},
+                },
+            ),
+            Example(
+                summary="A batch",
+                value={"documents": [{"id": "a", "text": "Satu."}, {"id": "b", "text": "Dua."}]},
+            ),
+        ]
+    ),
+]
+OneDocument = Annotated[
+    dict[str, Any],
+    DocumentedAs(DocumentIn),
+    Body(examples=[Example(summary="A document", value={"text": "Tenor 12 sampai 60 bulan."})]),
+]
+DocumentId = Annotated[
+    Path,
+    Parameter(
+        description="The document's id (it may hold '/')",
+        examples=[Example(value="faq/cicilan")],
+        schema_extra={"format": None},  # Litestar calls a path parameter a URI
+    ),
+]
 
 
 def to_document(raw: object, settings: Settings, *, path_id: str | None = None) -> NewDocument:
@@ -209,9 +278,12 @@ class DocumentsController(Controller):
             "content is not re-processed."
         ),
         status_code=200,
+        operation_id="addDocuments",
+        responses=responses(400, 404, 413, 422, 503),
+        operation_class=V1Operation,
     )
     async def add(
-        self, state: State, collection: FromPath[str], data: JSONBody[dict[str, Any]]
+        self, state: State, collection: CollectionName, data: OneOrBatch
     ) -> IngestResponse:
         settings: Settings = state.settings
         batch = "documents" in data and isinstance(data["documents"], list)
@@ -238,13 +310,15 @@ class DocumentsController(Controller):
         result = await ingestor.ingest(collection, documents)
         return _response(result, rejected)
 
-    @put("/{document_id:path}", summary="Create or replace a document by id")
+    @put(
+        "/{document_id:path}",
+        summary="Create or replace a document by id",
+        operation_id="putDocument",
+        responses=responses(400, 404, 413, 422, 503),
+        operation_class=V1Operation,
+    )
     async def upsert(
-        self,
-        state: State,
-        collection: FromPath[str],
-        document_id: FromPath[Path],
-        data: JSONBody[dict[str, Any]],
+        self, state: State, collection: CollectionName, document_id: DocumentId, data: OneDocument
     ) -> IngestResponse:
         document = await anyio.to_thread.run_sync(
             partial(to_document, data, state.settings, path_id=_id(document_id))
@@ -261,15 +335,21 @@ class DocumentsController(Controller):
             "`source` keeps one source; `metadata` is a JSON object in the grammar of search "
             'filters: {"lang": "id", "brand": {"in": ["honda"]}, "year": {"gte": 2020}}.'
         ),
+        operation_id="listDocuments",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
     )
     async def list(
         self,
         conn: Conn,
-        collection: FromPath[str],
+        collection: CollectionName,
         limit: Annotated[int, Parameter(ge=1, le=1000)] = 100,
         cursor: Annotated[str | None, Parameter(max_length=1024)] = None,
         source: Annotated[str | None, Parameter(max_length=4096)] = None,
-        metadata: Annotated[str | None, Parameter(max_length=65536)] = None,
+        metadata: Annotated[
+            str | None,
+            Parameter(max_length=65536, examples=[Example(value='{"year": {"gte": 2020}}')]),
+        ] = None,
     ) -> DocumentPage:
         after = _after(cursor)
         fragment, params = compile_metadata(_metadata_filter(metadata), "metadata")
@@ -289,24 +369,41 @@ class DocumentsController(Controller):
         more = len(rows) > limit
         return DocumentPage(page, _cursor(page[-1].id) if more else None)
 
-    @get("/{document_id:path}", summary="A document with its chunks")
+    @get(
+        "/{document_id:path}",
+        summary="A document with its chunks",
+        operation_id="getDocument",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+    )
     async def read(
-        self, conn: Conn, collection: FromPath[str], document_id: FromPath[Path]
-    ) -> dict[str, Any]:
+        self, conn: Conn, collection: CollectionName, document_id: DocumentId
+    ) -> Document:
         ref = await store.collection_ref(conn, collection)
         document = await store.get_document(conn, ref, _id(document_id))
         document.pop("id")
         document["id"] = document.pop("external_id")
-        return document
+        return msgspec.convert(document, Document)
 
-    @delete("/{document_id:path}", summary="Delete a document and its chunks")
-    async def remove(
-        self, conn: Conn, collection: FromPath[str], document_id: FromPath[Path]
-    ) -> None:
+    @delete(
+        "/{document_id:path}",
+        summary="Delete a document and its chunks",
+        operation_id="deleteDocument",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+    )
+    async def remove(self, conn: Conn, collection: CollectionName, document_id: DocumentId) -> None:
         ref = await store.collection_ref(conn, collection)
         await store.delete_document(conn, ref, _id(document_id))
 
-    @delete("/", summary="Delete every document of the collection", status_code=200)
-    async def clear(self, conn: Conn, collection: FromPath[str]) -> dict[str, int]:
+    @delete(
+        "/",
+        summary="Delete every document of the collection",
+        status_code=200,
+        operation_id="clearDocuments",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+    )
+    async def clear(self, conn: Conn, collection: CollectionName) -> Deleted:
         ref = await store.collection_ref(conn, collection)
-        return {"deleted": await store.clear_documents(conn, ref)}
+        return Deleted(await store.clear_documents(conn, ref))

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+from typing import Literal
 
+import msgspec
 import psycopg
 from litestar import Response, get
 from litestar.datastructures import State
+from litestar.openapi.datastructures import ResponseSpec
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from cari import migrations
@@ -14,13 +17,30 @@ from cari import migrations
 log = logging.getLogger(__name__)
 
 
-@get("/healthz", summary="The process is up", sync_to_thread=False)
-def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+class Health(msgspec.Struct):
+    status: Literal["ok"]
 
 
-@get("/readyz", summary="The database is reachable and migrated to head")
-async def readyz(state: State) -> Response[dict[str, str]]:
+class Readiness(msgspec.Struct, omit_defaults=True):
+    """Ready: the schema's revision. Not ready (503): the reason."""
+
+    status: Literal["ready", "unavailable"]
+    schema: str | None = None
+    reason: str | None = None
+
+
+@get("/healthz", summary="The process is up", operation_id="getHealth", sync_to_thread=False)
+def healthz() -> Health:
+    return Health("ok")
+
+
+@get(
+    "/readyz",
+    summary="The database is reachable and migrated to head",
+    operation_id="getReadiness",
+    responses={503: ResponseSpec(Readiness, description="Not ready", generate_examples=False)},
+)
+async def readyz(state: State) -> Response[Readiness]:
     pool: AsyncConnectionPool = state.pool
     expected: str = state.schema_head
     try:
@@ -35,8 +55,8 @@ async def readyz(state: State) -> Response[dict[str, str]]:
             f"database schema at revision {revision or 'none'}, expected {expected}: "
             "run `cari migrate`"
         )
-    return Response({"status": "ready", "schema": revision})
+    return Response(Readiness("ready", schema=revision))
 
 
-def _not_ready(reason: str) -> Response[dict[str, str]]:
-    return Response({"status": "unavailable", "reason": reason}, status_code=503)
+def _not_ready(reason: str) -> Response[Readiness]:
+    return Response(Readiness("unavailable", reason=reason), status_code=503)

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from litestar import post
 from litestar.datastructures import State
-from litestar.params import FromPath, JSONBody
+from litestar.openapi.spec import Example
+from litestar.params import Body
 
+from cari.api.openapi import CollectionName, V1Operation
+from cari.api.problems import responses
 from cari.search.engine import Searcher, SearchRequest, SearchResponse
+
+QUESTION = Example(
+    summary="A question",
+    value={"query": "berapa cicilan honda civic dp 150 juta tenor 3 tahun?", "top_k": 5},
+)
 
 
 @post(
@@ -25,9 +35,14 @@ from cari.search.engine import Searcher, SearchRequest, SearchResponse
     ),
     status_code=200,
     tags=["search"],
+    operation_id="searchCollection",
+    responses=responses(400, 404, 413, 422, 503),
+    operation_class=V1Operation,
 )
 async def search(
-    state: State, collection: FromPath[str], data: JSONBody[SearchRequest]
+    state: State,
+    collection: CollectionName,
+    data: Annotated[SearchRequest, Body(examples=[QUESTION])],
 ) -> SearchResponse:
     searcher: Searcher = state.searcher
     return await searcher.search(collection, data)
