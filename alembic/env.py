@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import psycopg
 from alembic import context
 from sqlalchemy import create_engine
@@ -18,4 +20,13 @@ with engine.connect() as connection:
     with context.begin_transaction():
         # Two Cari processes starting on a new database must not both create the schema.
         connection.exec_driver_sql("SELECT pg_advisory_xact_lock(417002)")
+        migration = context.get_context()
+        before = migration.get_current_revision()
         context.run_migrations()
+        after = migration.get_current_revision()
+# Alembic's own INFO lines say the same things at every start ("Context impl ..."): Cari's
+# log quiets them (cari.logs) and says this instead, only when the schema moved.
+if after != before:
+    logging.getLogger("cari.migrations").info(
+        "database schema migrated from %s to %s", before or "an empty database", after
+    )

@@ -55,6 +55,8 @@ def configure(settings: Settings) -> None:
                 }
             },
             "root": {"handlers": ["stderr"], "level": settings.log_level},
+            # Its INFO lines repeat at every start; a migration is logged by alembic/env.py.
+            "loggers": {"alembic": {"level": "WARNING"}},
         }
     )
 
