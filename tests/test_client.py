@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import os
 import threading
 import time
 import urllib.request
@@ -47,30 +46,10 @@ from cari.client import (
     UnavailableError,
     events,
 )
-from cari.settings import LOCAL_EMBEDDING_DIMENSION
-from tests.conftest import cli_env
-from tests.fake_openai import FakeOpenAI
 from tests.local_server import LocalServer
-from tests.test_cli import free_port, serving
+from tests.test_cli import free_port
 
 T = TypeVar("T")
-
-
-@pytest.fixture(scope="module")
-def base_url(module_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One `cari serve` for the module; each test works in collections of its own."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("CARI_", "OTEL_")) and key != "DATABASE_URL"
-    }
-    with (
-        FakeOpenAI(dimension=LOCAL_EMBEDDING_DIMENSION) as fake,
-        pytest.MonkeyPatch.context() as patch,
-    ):
-        patch.chdir(tmp_path_factory.mktemp("serve"))  # no developer `.env` is read
-        with serving(cli_env(env, module_dsn, fake)) as url:
-            yield url
 
 
 class Blocking:
