@@ -15,9 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from cari.api.openapi import EVENTS
 from cari.client import AsyncClient, Client, routes
-from cari.client.events import EVENTS as CLIENT_EVENTS
 from tests.test_openapi_conformance import DOCUMENT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,10 +123,6 @@ def test_both_clients_have_the_same_methods() -> None:
         }
 
     assert methods(Client) == methods(AsyncClient)
-
-
-def test_the_stream_events_are_the_documented_ones() -> None:
-    assert sorted(CLIENT_EVENTS) == sorted(EVENTS)
 
 
 def test_the_blocking_client_is_written_from_the_async_one() -> None:

@@ -11,7 +11,18 @@ are `cari.errors.ClientError` and its subclasses, from the problem-details bodie
 """
 
 from cari.answer.citations import Citation
-from cari.answer.service import AnswerRequest, AnswerResponse, Source
+from cari.answer.service import (
+    AnswerRequest,
+    AnswerResponse,
+    Citations,
+    Done,
+    EventData,
+    Failed,
+    LLMChunk,
+    Metadata,
+    SearchComplete,
+    Source,
+)
 from cari.api.answer import Tool
 from cari.api.catalog import CatalogImport, RatesImport
 from cari.api.documents import Deleted, Document, DocumentIn, DocumentSummary, IngestResponse
@@ -19,15 +30,6 @@ from cari.api.health import Health, Readiness
 from cari.catalog.store import CatalogItem, CatalogItemIn, FinancingRate, FinancingRateIn
 from cari.client._async.client import AsyncClient
 from cari.client._sync.client import Client
-from cari.client.events import (
-    AnswerEvent,
-    Citations,
-    Done,
-    Failed,
-    LLMChunk,
-    Metadata,
-    SearchComplete,
-)
 from cari.client.routes import Retries
 from cari.collection import Collection, CollectionCreate, CollectionUpdate
 from cari.errors import (
@@ -45,7 +47,6 @@ from cari.search.engine import SearchRequest, SearchResponse, SearchResult
 
 __all__ = [
     "APIError",
-    "AnswerEvent",
     "AnswerRequest",
     "AnswerResponse",
     "AsyncClient",
@@ -66,6 +67,7 @@ __all__ = [
     "DocumentIn",
     "DocumentSummary",
     "Done",
+    "EventData",
     "Failed",
     "FinancingRate",
     "FinancingRateIn",

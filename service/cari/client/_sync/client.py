@@ -14,7 +14,7 @@ import httpx
 import msgspec
 from httpx_sse import EventSource
 
-from cari.answer.service import AnswerRequest, AnswerResponse
+from cari.answer.service import AnswerRequest, AnswerResponse, EventData
 from cari.api.answer import Tool
 from cari.api.catalog import CatalogImport, RatesImport
 from cari.api.documents import (
@@ -28,7 +28,6 @@ from cari.api.documents import (
 from cari.api.health import Health, Readiness
 from cari.catalog.store import CatalogItem, CatalogItemIn, FinancingRate, FinancingRateIn
 from cari.client import events, routes
-from cari.client.events import AnswerEvent
 from cari.client.routes import Call, Retries
 from cari.collection import Collection, CollectionCreate, CollectionUpdate
 from cari.errors import TransportError
@@ -181,8 +180,8 @@ class Client:
 
     def answer_question_stream(
         self, collection: str, request: AnswerRequest
-    ) -> Iterator[AnswerEvent]:
-        """The answer as it is written: the events of `cari.client.events`, in order."""
+    ) -> Iterator[EventData]:
+        """The answer as it is written: the events of `cari.answer.service`, in order."""
         call = routes.ANSWER_QUESTION.call(request, headers=STREAM, collection=collection)
         response = self._response(call, stream=True)
         try:
