@@ -43,11 +43,14 @@ from cari.client import (
     SearchComplete,
     SearchRequest,
     TransportError,
+    UnauthorizedError,
     UnavailableError,
     events,
 )
+from tests.conftest import cli_env
+from tests.fake_openai import FakeOpenAI
 from tests.local_server import LocalServer
-from tests.test_cli import free_port
+from tests.test_cli import free_port, serving
 
 T = TypeVar("T")
 
@@ -187,6 +190,19 @@ def test_errors_come_back_typed(cari: Any, request: pytest.FixtureRequest) -> No
     assert [e["field"] for e in bad_filter.value.errors] == ["filters.colour"]
     with pytest.raises(NotFoundError):
         cari.get_document(name, "nothing/here")
+
+
+def test_the_api_key_is_sent_as_a_bearer_token(
+    dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    env = {**cli_env(clean_env, dsn, fake), "CARI_API_KEYS": "key-one"}
+    with serving(env) as url:
+        with Client(url) as anonymous, pytest.raises(UnauthorizedError) as refused:
+            anonymous.list_collections()
+        assert (refused.value.status, refused.value.code) == (401, "unauthorized")
+        with Client(url, api_key="key-one") as cari:
+            assert cari.list_collections() == []
+            assert cari.get_health().status == "ok"
 
 
 def test_nothing_listening_is_a_transport_error() -> None:
