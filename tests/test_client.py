@@ -134,6 +134,10 @@ def test_every_method_round_trips(cari: Any, request: pytest.FixtureRequest) -> 
     assert {r.status for r in added.results} == {"created"} and added.rejected == []
     put = cari.put_document(name, "faq/wash", DocumentIn(text="Wash it in the shade."))
     assert [(r.id, r.status) for r in put.results] == [("faq/wash", "updated")]
+    odd = "notes/50% off? yes #1"  # path characters in an id are sent escaped
+    assert cari.put_document(name, odd, DocumentIn(text="Half price.")).results[0].id == odd
+    assert cari.get_document(name, odd).id == odd
+    cari.delete_document(name, odd)
     document = cari.get_document(name, "manual/tires")
     assert document.title == "Tires" and document.chunks[0].content.startswith("Rotate")
 

@@ -249,10 +249,10 @@ def problem(response: httpx.Response) -> APIError:
 
 @dataclass(frozen=True)
 class Retries:
-    """How a client retries a call Cari answered 429 or 503 (every operation is safe to
-    repeat: documents, items and rates are upserts): up to `max_retries` more times,
-    after the `Retry-After` the answer gave (up to `cap_s`), else after an exponential backoff
-    with jitter. A statement timeout is not retried: the statement would run as long again."""
+    """How a client retries a call Cari answered 429 or 503 (writes are safe to repeat:
+    documents, items and rates are upserts): up to `max_retries` more times, after the
+    `Retry-After` the answer gave (up to `cap_s`), else after an exponential backoff with
+    jitter. A statement timeout is not retried: the statement would run as long again."""
 
     max_retries: int = 3
     base_s: float = 0.5
