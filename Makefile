@@ -20,6 +20,7 @@ lint: install
 	$(BIN)/mypy
 
 fix: install
+	$(BIN)/python scripts/sync_client.py
 	$(BIN)/ruff check --fix service tests alembic
 	$(BIN)/ruff format service tests alembic
 

@@ -187,6 +187,26 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]
     return env
 
 
+@pytest.fixture(scope="module")
+def base_url(module_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A `cari serve` subprocess on the module's database, embedding through a local fake, for
+    a module's tests (each working in collections of its own): its base URL."""
+    from tests.test_cli import serving
+
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("CARI_", "OTEL_")) and key != "DATABASE_URL"
+    }
+    with (
+        FakeOpenAI(dimension=LOCAL_EMBEDDING_DIMENSION) as fake,
+        pytest.MonkeyPatch.context() as patch,
+    ):
+        patch.chdir(tmp_path_factory.mktemp("serve"))  # no developer `.env` is read
+        with serving(cli_env(env, module_dsn, fake)) as url:
+            yield url
+
+
 def pytest_report_header() -> str:
     source = (
         "CARI_TEST_DATABASE_URL"

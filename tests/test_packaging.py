@@ -155,15 +155,16 @@ def test_every_imported_package_is_declared() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
     runtime = _declared(project["dependencies"])
-    traces = _declared(extras["otel"])
-    test = runtime | _declared(extras["test"]) | traces  # the test extra includes cari[otel]
+    optional = _declared(extras["otel"]) | _declared(extras["langchain"])
+    test = runtime | _declared(extras["test"]) | optional  # the test extra includes both
     # What the wheel runs (the package and its migrations) needs only the runtime dependencies,
-    # and the `otel` extra for traces (`cari.tracing` imports it only when asked for traces).
+    # the `otel` extra for traces (`cari.tracing` imports it only when asked for traces) and
+    # the `langchain` extra for `cari.langchain`.
     shipped = _imported_distributions("service/cari", "alembic")
     assert {"rich", "msgspec", "anyio", "httpx", "sqlalchemy"} <= set(shipped.values())
-    assert {"opentelemetry-api", "opentelemetry-sdk"} <= set(shipped.values())
-    missing = {module: name for module, name in shipped.items() if name not in runtime | traces}
-    assert not missing, f"imported but not in [project].dependencies or the otel extra: {missing}"
+    assert {"opentelemetry-api", "opentelemetry-sdk", "langchain-core"} <= set(shipped.values())
+    missing = {module: name for module, name in shipped.items() if name not in runtime | optional}
+    assert not missing, f"imported but not in [project].dependencies or an extra: {missing}"
     missing = {
         module: name
         for module, name in _imported_distributions("tests", "bench").items()

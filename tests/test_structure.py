@@ -216,11 +216,15 @@ def test_every_exception_type_lives_in_errors_and_its_tree() -> None:
     }
     tree = (cari.errors.__doc__ or "").split("\n\n", 1)[1]  # below the summary
     entry = re.compile(r"^([│├└─ ]*)([A-Z]\w+) {2,}", re.MULTILINE)  # a name, then its column
-    listed = {match.group(2): len(match.group(1)) for match in entry.finditer(tree)}
+    parents: list[tuple[int, str]] = []  # the entries above, by indentation
+    listed = {}
+    for match in entry.finditer(tree):
+        depth, name = len(match.group(1)), match.group(2)
+        while parents and parents[-1][0] >= depth:
+            parents.pop()
+        listed[name] = parents[-1][1] if parents else "Exception"
+        parents.append((depth, name))
     assert set(listed) == set(defined)
-    for name, depth in listed.items():
-        base = defined[name].__bases__[0]
-        if depth:  # indented under CariError
-            assert base is cari.errors.CariError, name
-        else:
-            assert base is Exception, name
+    assert listed["NotFoundError"] == "APIError"  # the tree is read at every depth
+    for name, parent in listed.items():
+        assert defined[name].__bases__[0].__name__ == parent, name

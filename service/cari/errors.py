@@ -20,11 +20,21 @@ it to a status), and `retry_after` (seconds) where retrying soon can help.
 
 Retryable                  internal: one attempt at a remote service failed in a way worth
                            another try; never reaches a user (the last one becomes a CariError)
+
+ClientError                cari.client: a call to Cari's HTTP API failed
+├── TransportError         no answer: the connection failed or timed out
+└── APIError               Cari answered with a problem (RFC 9457): status, code, detail, errors
+    ├── BadRequestError    400 invalid_body, 413 body_too_large
+    ├── UnauthorizedError  401 unauthorized
+    ├── NotFoundError      404 not_found
+    ├── ConflictError      409 conflict
+    ├── InvalidInputError  422 invalid_input: `errors` names each field
+    └── UnavailableError   503: worth retrying, after `retry_after` seconds when given
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 class CariError(Exception):
@@ -123,3 +133,56 @@ class Retryable(Exception):
         super().__init__(reason)
         self.reason = reason
         self.wait = wait
+
+
+class ClientError(Exception):
+    """A call to Cari's HTTP API failed (raised by `cari.client`)."""
+
+
+class TransportError(ClientError):
+    """No answer: the connection failed or timed out."""
+
+
+class APIError(ClientError):
+    """Cari answered with a problem: `status`, the stable `code`, the `detail` sentence, the
+    `errors` of each invalid field (`{"field", "message"}`) and `retry_after` (seconds)."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        *,
+        errors: list[dict[str, Any]] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(f"HTTP {status} {code}: {detail}")
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.errors = errors or []
+        self.retry_after = retry_after
+
+
+class BadRequestError(APIError):
+    """The body could not be decoded (400) or was too large (413)."""
+
+
+class UnauthorizedError(APIError):
+    """Missing or invalid API key (401)."""
+
+
+class NotFoundError(APIError):
+    """The collection, or what the path names in it, does not exist (404)."""
+
+
+class ConflictError(APIError):
+    """It exists already (409)."""
+
+
+class InvalidInputError(APIError):
+    """A value is unacceptable (422); `errors` names each field."""
+
+
+class UnavailableError(APIError):
+    """The database, embedder or language model failed or is busy (503): retrying may help."""

@@ -73,10 +73,57 @@ class AnswerResponse(msgspec.Struct):
     timings_ms: dict[str, float]
 
 
+# The events' data, as the stream sends them (JSON) and `cari.client` decodes them.
+
+
+class SearchComplete(msgspec.Struct):
+    sources: list[Source]
+
+
+class LLMChunk(msgspec.Struct):
+    text: str
+
+
+class Citations(msgspec.Struct):
+    citations: dict[str, Citation]  # by source number, as the answer cites them: "1", "2", ...
+
+
+class Metadata(msgspec.Struct):
+    model: str | None  # None: no answer was written (no information)
+    usage: dict[str, int | None] | None
+    no_information: bool
+    invented_citations: list[int]
+    warnings: list[str]
+    timings_ms: dict[str, float]
+
+
+class Done(msgspec.Struct):
+    pass
+
+
+class Failed(msgspec.Struct):
+    """The language model failed midway: the answer so far is incomplete."""
+
+    message: str
+
+
+EventData = SearchComplete | LLMChunk | Citations | Metadata | Done | Failed
+
+# Each event's name in the stream.
+EVENTS: dict[str, type[EventData]] = {
+    "search_complete": SearchComplete,
+    "llm_chunk": LLMChunk,
+    "citations": Citations,
+    "metadata": Metadata,
+    "done": Done,
+    "error": Failed,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     name: str
-    data: dict[str, Any]
+    data: EventData
 
 
 @dataclass(slots=True)
@@ -137,15 +184,14 @@ class Answerer:
     async def events(self, prepared: Prepared) -> AsyncIterator[Event]:
         sources = prepared.sources
         yield Event(
-            "search_complete",
-            {"sources": [msgspec.to_builtins(Source(n, r)) for n, r in enumerate(sources, 1)]},
+            "search_complete", SearchComplete([Source(n, r) for n, r in enumerate(sources, 1)])
         )
         if not sources:
             sentence = prepared.no_information or NO_INFORMATION[prepared.language]
-            yield Event("llm_chunk", {"text": sentence})
-            yield Event("citations", {"citations": {}})
+            yield Event("llm_chunk", LLMChunk(sentence))
+            yield Event("citations", Citations({}))
             yield self._metadata(prepared, None, [], no_information=True)
-            yield Event("done", {})
+            yield Event("done", Done())
             return
         marks = CitationFilter(len(sources))
         usage: dict[str, int | None] | None = None
@@ -153,7 +199,7 @@ class Answerer:
         writing = time.perf_counter()
         if self.chat is None:
             text = marks.feed(extractive_answer(prepared.question, sources)) + marks.flush()
-            yield Event("llm_chunk", {"text": text})
+            yield Event("llm_chunk", LLMChunk(text))
         else:
             messages = build_messages(prepared.question, sources, prepared.language)
             try:
@@ -164,41 +210,45 @@ class Answerer:
                             "completion_tokens": piece.completion_tokens,
                         }
                     elif text := marks.feed(piece):
-                        yield Event("llm_chunk", {"text": text})
+                        yield Event("llm_chunk", LLMChunk(text))
             except LLMUnavailable as exc:
-                yield Event("error", {"message": exc.message})
+                yield Event("error", Failed(exc.message))
                 return
             if text := marks.flush():
-                yield Event("llm_chunk", {"text": text})
+                yield Event("llm_chunk", LLMChunk(text))
         prepared.timings["answer"] = (time.perf_counter() - writing) * 1000
-        cited = {str(n): msgspec.to_builtins(citation(n, sources[n - 1])) for n in marks.cited}
-        yield Event("citations", {"citations": cited})
+        cited = {str(n): citation(n, sources[n - 1]) for n in marks.cited}
+        yield Event("citations", Citations(cited))
         yield self._metadata(prepared, usage, marks.invented, no_information=False, model=model)
-        yield Event("done", {})
+        yield Event("done", Done())
 
     async def answer(self, prepared: Prepared) -> AnswerResponse:
         """The whole answer at once; an LLM failure raises LLMUnavailable (HTTP 503)."""
         text: list[str] = []
-        collected: dict[str, dict[str, Any]] = {}
+        citations: dict[str, Citation] = {}
+        meta: Metadata | None = None
         async for event in self.events(prepared):
-            if event.name == "llm_chunk":
-                text.append(event.data["text"])
-            elif event.name == "error":
-                raise LLMUnavailable(event.data["message"])
-            else:
-                collected[event.name] = event.data
-        meta = collected["metadata"]
+            data = event.data
+            if isinstance(data, LLMChunk):
+                text.append(data.text)
+            elif isinstance(data, Failed):
+                raise LLMUnavailable(data.message)
+            elif isinstance(data, Citations):
+                citations = data.citations
+            elif isinstance(data, Metadata):
+                meta = data
+        assert meta is not None  # every stream that does not fail sends it
         return AnswerResponse(
             query=prepared.question,
             answer="".join(text),
-            no_information=meta["no_information"],
-            citations=msgspec.convert(collected["citations"]["citations"], dict[str, Citation]),
+            no_information=meta.no_information,
+            citations=citations,
             sources=[Source(n, r) for n, r in enumerate(prepared.sources, 1)],
-            model=meta["model"],
-            usage=meta["usage"],
-            invented_citations=meta["invented_citations"],
-            warnings=meta["warnings"],
-            timings_ms=meta["timings_ms"],
+            model=meta.model,
+            usage=meta.usage,
+            invented_citations=meta.invented_citations,
+            warnings=meta.warnings,
+            timings_ms=meta.timings_ms,
         )
 
     def _metadata(
@@ -213,12 +263,12 @@ class Answerer:
         timings = {**prepared.timings, "total": (time.perf_counter() - prepared.started) * 1000}
         return Event(
             "metadata",
-            {
-                "model": model,
-                "usage": usage,
-                "no_information": no_information,
-                "invented_citations": invented,
-                "warnings": prepared.warnings,
-                "timings_ms": {k: round(v, 3) for k, v in timings.items()},
-            },
+            Metadata(
+                model=model,
+                usage=usage,
+                no_information=no_information,
+                invented_citations=invented,
+                warnings=prepared.warnings,
+                timings_ms={k: round(v, 3) for k, v in timings.items()},
+            ),
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
@@ -79,7 +78,9 @@ async def _messages(
     answerer: Answerer, prepared: Prepared
 ) -> AsyncIterator[ServerSentEventMessage]:
     async for event in answerer.events(prepared):
-        yield ServerSentEventMessage(event=event.name, data=json.dumps(event.data))
+        yield ServerSentEventMessage(
+            event=event.name, data=msgspec.json.encode(event.data).decode()
+        )
 
 
 @get(

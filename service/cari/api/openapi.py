@@ -17,6 +17,7 @@ from litestar.params import Parameter
 from litestar.plugins import OpenAPISchemaPlugin
 from litestar.typing import FieldDefinition
 
+from cari.answer.service import EVENTS
 from cari.api import problems
 
 if TYPE_CHECKING:
@@ -73,9 +74,6 @@ class V1Operation(Operation):
 
 def _is_problem(response: OpenAPIResponse) -> bool:
     return problems.MEDIA_TYPE in (response.content or {})
-
-
-EVENTS = ("search_complete", "llm_chunk", "citations", "metadata", "done", "error")
 
 
 @dataclass

@@ -6,6 +6,7 @@ import json
 from typing import TYPE_CHECKING
 
 import click
+import msgspec
 
 from cari.cli.common import choice, float_range, int_range, run, user_errors
 from cari.limits import Method, Mode, Threshold, TopK
@@ -90,27 +91,28 @@ def ask(
 ) -> None:
     """Print the answer as it is written, then its numbered sources (or the events as JSON
     Lines, one per event)."""
-    from cari.answer.service import AnswerRequest
+    from cari.answer.service import AnswerRequest, Citations, Failed, LLMChunk, Metadata
 
     request = AnswerRequest(query=question, top_k=top_k, threshold=threshold, rerank=not no_rerank)
 
     async def work(rt: Runtime) -> None:
         prepared = await rt.answerer.prepare(collection, request)
         async for event in rt.answerer.events(prepared):
+            data = event.data
             if as_json:
-                click.echo(json.dumps({"event": event.name, "data": event.data}))
-            elif event.name == "llm_chunk":
-                click.echo(event.data["text"], nl=False)
-            elif event.name == "citations":
+                click.echo(json.dumps({"event": event.name, "data": msgspec.to_builtins(data)}))
+            elif isinstance(data, LLMChunk):
+                click.echo(data.text, nl=False)
+            elif isinstance(data, Citations):
                 click.echo()
-                for number, cited in event.data["citations"].items():
-                    where = cited["document_id"] or cited["id"]
-                    click.echo(f"[{number}] {cited['title'] or where} ({where})")
-            elif event.name == "metadata":
-                for warning in event.data["warnings"]:
+                for number, cited in data.citations.items():
+                    where = cited.document_id or cited.id
+                    click.echo(f"[{number}] {cited.title or where} ({where})")
+            elif isinstance(data, Metadata):
+                for warning in data.warnings:
                     click.echo(f"warning: {warning}", err=True)
-            elif event.name == "error":
-                raise click.ClickException(event.data["message"])
+            elif isinstance(data, Failed):
+                raise click.ClickException(data.message)
 
     run(work)
 
