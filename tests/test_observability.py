@@ -75,7 +75,12 @@ def test_metrics_move_with_searches_and_ingestion(cars: TestClient[Any]) -> None
     route = {"app_name": "cari", "method": "POST", "path": SEARCH_ROUTE, "status_code": "200"}
     assert grown(before, after, "cari_requests_total", **route) == 3
     assert grown(before, after, "cari_request_duration_seconds_count", **route) == 3
-    missing = {**route, "method": "GET", "path": "/v1/collections/{collection}", "status_code": "404"}
+    missing = {
+        **route,
+        "method": "GET",
+        "path": "/v1/collections/{collection}",
+        "status_code": "404",
+    }
     assert grown(before, after, "cari_requests_total", **missing) == 1
     assert not [labels for _, labels in after if ("path", "/v1/collections/cars/search") in labels]
 
