@@ -229,6 +229,12 @@ async def test_stdio_tools_take_the_http_requests_and_answer_with_their_response
         assert _error(
             await session.call_tool("get_document", {"collection": "Garage!", "document_id": "x"})
         ).startswith("collection: Expected `str` matching regex")
+        # A value PostgreSQL refuses is the caller's too (the HTTP API's 422).
+        assert _error(
+            await session.call_tool(
+                "get_document", {"collection": "garage", "document_id": "a\x00"}
+            )
+        ).startswith("arguments: invalid value: ")
         with pytest.raises(MCPError, match="unknown tool 'delete'"):
             await session.call_tool("delete", {})
 

@@ -77,7 +77,8 @@ def build(rt: Runtime) -> Server[Any]:
             log.warning("database error in MCP tool %s: %s", tool.name, exc)
             return _error(db.failure(exc, rt.settings).message)
         except psycopg.DataError as exc:  # a value PostgreSQL refuses: the caller's input
-            return _error(InvalidInput("arguments", " ".join(str(exc).split())).message)
+            reason = " ".join(str(exc).split())
+            return _error(InvalidInput("arguments", f"invalid value: {reason}").message)
         structured = msgspec.to_builtins(result)
         return types.CallToolResult(
             # The same JSON as text, for clients that do not read structured content.

@@ -34,7 +34,7 @@ class GetDocument(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class NoArguments(msgspec.Struct, forbid_unknown_fields=True):
-    pass
+    """The arguments of `list_collections`: none."""
 
 
 class Collections(msgspec.Struct):
@@ -176,20 +176,20 @@ async def call(rt: Runtime, tool: Tool, given: dict[str, Any]) -> msgspec.Struct
     if tool.collection:
         if "collection" not in values:
             raise InvalidInput("collection", "is required")
-        collection = _convert(values.pop("collection"), collections.Name)
-    return await tool.run(rt, collection, _convert(values, tool.request))
+        collection = _convert(values.pop("collection"), collections.Name, "collection")
+    return await tool.run(rt, collection, _convert(values, tool.request, "arguments"))
 
 
-def _convert(value: Any, type_: Any) -> Any:
-    """`value` as `type_`, or InvalidInput naming the field, as the HTTP API's 422 does."""
+def _convert(value: Any, type_: Any, what: str) -> Any:
+    """`value` as `type_`, or InvalidInput naming the field as the HTTP API's 422 does (`what`
+    when msgspec names none)."""
     try:
         return msgspec.convert(value, type_)
     except msgspec.ValidationError as exc:
-        field = "collection" if type_ is collections.Name else None
-        raise InvalidInput(*_field_and_reason(str(exc), field)) from None
+        raise InvalidInput(*_field_and_reason(str(exc), what)) from None
 
 
-def _field_and_reason(message: str, field: str | None) -> tuple[str, str]:
+def _field_and_reason(message: str, what: str) -> tuple[str, str]:
     """msgspec says "Expected `int` <= 50 - at `$.top_k`" or "Object missing required field
     `query`": (the field, what is wrong)."""
     text, sep, where = message.rpartition(" - at `$.")
@@ -197,4 +197,4 @@ def _field_and_reason(message: str, field: str | None) -> tuple[str, str]:
         return where.rstrip("`").split(".")[0].split("[")[0], text
     if message.startswith(("Object missing required field", "Object contains unknown field")):
         return message.split("`")[1], message
-    return field or "arguments", message
+    return what, message
