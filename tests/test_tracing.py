@@ -204,16 +204,19 @@ def test_an_endpoint_without_the_extra_or_over_grpc_stops_serve_in_one_line(
     clean_env: dict[str, str],
 ) -> None:
     endpoint = {**clean_env, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
-    # OpenTelemetry missing, as in an install without the `otel` extra.
+    # The `otel` extra missing: the SDK, exporter and instrumentation (the API is there, the MCP
+    # SDK depends on it).
     without_sdk = (
-        "import sys; sys.modules['opentelemetry'] = None; from cari.cli import main; main()"
+        "import sys; sys.modules.update(dict.fromkeys(['opentelemetry.sdk',"
+        " 'opentelemetry.exporter', 'opentelemetry.instrumentation'])); "
+        "from cari.cli import main; main()"
     )
     cases = [
         (
             ["-c", without_sdk],
             endpoint,
             "Error: OTEL_EXPORTER_OTLP_ENDPOINT is set but tracing is not installed "
-            "(opentelemetry is missing): pip install 'cari[otel]', or unset it",
+            "(opentelemetry.exporter.otlp is missing): pip install 'cari[otel]', or unset it",
         ),
         (
             ["-m", "cari.cli"],

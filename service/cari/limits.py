@@ -17,6 +17,7 @@ Weight = Annotated[float, msgspec.Meta(ge=0, le=100)]
 RrfK = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
 Candidates = Annotated[int, msgspec.Meta(ge=1, le=1000)]
 EfSearch = Annotated[int, msgspec.Meta(ge=1, le=1000)]
+DocumentId = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
 
 
 def choices(literal: Any) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""The Litestar application: lifespan (pool), dependencies, routes, error handlers."""
+"""The Litestar application: lifespan (the runtime), dependencies, routes, error handlers."""
 
 from __future__ import annotations
 
@@ -25,11 +25,13 @@ from cari.api.catalog import CatalogController, FinancingRatesController
 from cari.api.collections import CollectionsController
 from cari.api.documents import DocumentsController
 from cari.api.health import healthz, readyz
+from cari.api.mcp import mcp
 from cari.api.metrics import PROMETHEUS, MetricsController
 from cari.api.openapi import DocumentedAsPlugin
 from cari.api.request_ids import RequestIdMiddleware, echo_request_id
 from cari.api.search import search
 from cari.ingest.pipeline import backfill_embeddings
+from cari.mcp.server import http_sessions
 from cari.settings import Settings
 from cari.supervisor import supervise
 
@@ -50,11 +52,15 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         # Do not wait for the pool: /readyz reports an unreachable database instead of the app
         # failing to start.
-        async with runtime.open_runtime(settings, dsn=dsn, wait=False) as rt:
+        async with (
+            runtime.open_runtime(settings, dsn=dsn, wait=False) as rt,
+            http_sessions(rt) as mcp_sessions,
+        ):
             app.state.pool = rt.pool
             app.state.ingestor = rt.ingestor
             app.state.searcher = rt.searcher
             app.state.answerer = rt.answerer
+            app.state.mcp = mcp_sessions
             async with anyio.create_task_group() as tasks:
                 if settings.reembed_interval_s > 0:
                     tasks.start_soon(backfill_embeddings, rt.pool, rt.embedder, settings)
@@ -80,7 +86,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
     )
     logs.add_request_ids()
     return Litestar(
-        route_handlers=[healthz, readyz, MetricsController, v1, docs.assets()],
+        route_handlers=[healthz, readyz, MetricsController, v1, mcp, docs.assets()],
         middleware=[RequestIdMiddleware(), PROMETHEUS.middleware, *tracing.middleware()],
         before_send=[echo_request_id],
         # Logging is the process's (`cari.logs`, set up by the `cari` command): not reconfigured

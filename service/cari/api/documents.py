@@ -20,12 +20,14 @@ from litestar.di import NamedDependency
 from litestar.openapi.spec import Example
 from litestar.params import Body, Parameter
 
+from cari import limits
 from cari.api.openapi import CollectionName, DocumentedAs, V1Operation
 from cari.api.problems import responses
 from cari.errors import CariError, InvalidInput
-from cari.ingest import formats, store
+from cari.ingest import formats, store, stored
 from cari.ingest.pipeline import BatchResult, Ingestor
 from cari.ingest.store import NewDocument
+from cari.ingest.stored import Document
 from cari.search.filters import compile_metadata
 from cari.settings import Settings
 
@@ -35,7 +37,7 @@ Conn = NamedDependency[psycopg.AsyncConnection[Any]]
 class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """One document. `text` (or its alias `content`) is parsed according to `format`."""
 
-    id: Annotated[str, msgspec.Meta(min_length=1, max_length=512)] | None = None
+    id: limits.DocumentId | None = None
     title: str = ""
     text: str | None = None
     content: str | None = None
@@ -76,26 +78,6 @@ class IngestResponse(msgspec.Struct):
     results: list[DocumentResult]
     rejected: list[Rejection]
     warnings: list[str]
-
-
-class Chunk(msgspec.Struct):
-    id: int
-    ordinal: int
-    content: str
-    token_count: int
-    metadata: dict[str, Any]
-    embedded: bool
-
-
-class Document(msgspec.Struct):
-    id: str
-    title: str
-    source: str | None
-    metadata: dict[str, Any]
-    content_hash: str
-    created_at: datetime
-    updated_at: datetime
-    chunks: list[Chunk]
 
 
 class DocumentSummary(msgspec.Struct):
@@ -379,11 +361,7 @@ class DocumentsController(Controller):
     async def read(
         self, conn: Conn, collection: CollectionName, document_id: DocumentId
     ) -> Document:
-        ref = await store.collection_ref(conn, collection)
-        document = await store.get_document(conn, ref, _id(document_id))
-        document.pop("id")
-        document["id"] = document.pop("external_id")
-        return msgspec.convert(document, Document)
+        return await stored.read(conn, collection, _id(document_id))
 
     @delete(
         "/{document_id:path}",

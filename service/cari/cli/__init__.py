@@ -17,6 +17,7 @@ def main() -> None:
 
 for command in (
     server.serve,
+    server.mcp,
     server.migrate,
     server.db_group,
     documents.ingest,

@@ -1,4 +1,5 @@
-"""`cari serve`, `cari migrate` and `cari db`: the server, its schema and its database."""
+"""`cari serve`, `cari mcp`, `cari migrate` and `cari db`: the servers, the schema and the
+database."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import click
 
 from cari import backup, db, embedded, logs, migrations, tracing
-from cari.cli.common import migrated_database, ready_database, settings, user_errors
+from cari.cli.common import migrated_database, ready_database, run, settings, user_errors
 from cari.errors import CariError
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,18 @@ def serve(host: str | None, port: int | None, allow_unauthenticated: bool | None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # Uvicorn's lines (startup, access log) go through the logging configured above.
     uvicorn.run(app, host=config.host, port=config.port, log_config=None)
+
+
+@click.command(
+    help="Serve Cari to AI agents over MCP on standard input and output: the tools search, "
+    "answer, list_collections and get_document. An MCP client starts it (docs/clients.md); "
+    "`cari serve` offers the same tools over HTTP at /mcp."
+)
+@user_errors
+def mcp() -> None:
+    from cari.mcp.server import serve_stdio
+
+    run(serve_stdio)
 
 
 @click.command(help="Upgrade the database schema (or downgrade with --downgrade).")

@@ -25,7 +25,7 @@ from cari.answer.service import (
 )
 from cari.api.answer import Tool
 from cari.api.catalog import CatalogImport, RatesImport
-from cari.api.documents import Deleted, Document, DocumentIn, DocumentSummary, IngestResponse
+from cari.api.documents import Deleted, DocumentIn, DocumentSummary, IngestResponse
 from cari.api.health import Health, Readiness
 from cari.catalog.store import CatalogItem, CatalogItemIn, FinancingRate, FinancingRateIn
 from cari.client._async.client import AsyncClient
@@ -43,6 +43,7 @@ from cari.errors import (
     UnauthorizedError,
     UnavailableError,
 )
+from cari.ingest.stored import Document
 from cari.search.engine import SearchRequest, SearchResponse, SearchResult
 
 __all__ = [

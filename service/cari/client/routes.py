@@ -24,7 +24,6 @@ from cari.api.answer import Tool
 from cari.api.catalog import CatalogImport, RatesImport
 from cari.api.documents import (
     Deleted,
-    Document,
     DocumentBatch,
     DocumentIn,
     DocumentPage,
@@ -42,6 +41,7 @@ from cari.errors import (
     UnauthorizedError,
     UnavailableError,
 )
+from cari.ingest.stored import Document
 from cari.remote import retry_after
 from cari.search.engine import SearchRequest, SearchResponse
 

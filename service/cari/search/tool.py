@@ -1,7 +1,8 @@
 """A collection's search as an LLM tool (an OpenAI function definition).
 
 The arguments' schema is generated from `SearchRequest`, the struct the HTTP API validates, so
-a limit or a choice changes in one place; only the descriptions are written here.
+a limit or a choice changes in one place; only the descriptions are written here. The MCP tools
+(`cari.mcp.tools`) take their arguments from the request structs the same way (`arguments`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def definition(collection: Collection) -> dict[str, Any]:
         f"default {collection.search_mode}.",
         "filters": 'Optional: {"metadata": {"key": value}, "document_ids": ["..."]}.',
     }
-    fields, required = _request_fields()
+    fields, required = arguments(SearchRequest)
     return {
         "type": "function",
         "function": {
@@ -50,14 +51,16 @@ def definition(collection: Collection) -> dict[str, Any]:
 
 
 @cache
-def _request_fields() -> tuple[dict[str, dict[str, Any]], tuple[str, ...]]:
-    """Each SearchRequest field's JSON schema as a tool argument, and the required fields.
+def arguments(
+    request: type[msgspec.Struct],
+) -> tuple[dict[str, dict[str, Any]], tuple[str, ...]]:
+    """Each field of a request struct as a tool argument's JSON schema, and the required fields.
 
     In the request an optional field may be null (the collection's default); a tool's caller
     leaves it out instead, so the null alternative and the default are dropped.
     """
-    schema = msgspec.json.schema(SearchRequest)
-    struct = schema["$defs"][SearchRequest.__name__]
+    schema = msgspec.json.schema(request)
+    struct = schema["$defs"][request.__name__]
     fields: dict[str, dict[str, Any]] = {}
     for field, spec in struct["properties"].items():
         options = [o for o in spec.get("anyOf", [spec]) if o.get("type") != "null"]

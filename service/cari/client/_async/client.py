@@ -19,7 +19,6 @@ from cari.api.answer import Tool
 from cari.api.catalog import CatalogImport, RatesImport
 from cari.api.documents import (
     Deleted,
-    Document,
     DocumentBatch,
     DocumentIn,
     DocumentSummary,
@@ -31,6 +30,7 @@ from cari.client import events, routes
 from cari.client.routes import Call, Retries
 from cari.collection import Collection, CollectionCreate, CollectionUpdate
 from cari.errors import TransportError
+from cari.ingest.stored import Document
 from cari.search.engine import SearchRequest, SearchResponse
 
 T = TypeVar("T")

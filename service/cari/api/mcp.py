@@ -1,0 +1,20 @@
+"""/mcp: Cari's MCP tools over streamable HTTP, behind the same API keys as /v1.
+
+The SDK's transport (`cari.mcp.server.http_sessions`, running in the app's lifespan on the
+app's runtime) answers the requests; Litestar routes them and checks the key first. It is not a
+REST route, so it is no part of the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+from litestar import Litestar, asgi
+from litestar.types import Receive, Scope, Send
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+from cari.api.auth import require_api_key
+
+
+@asgi("/mcp", guards=[require_api_key], copy_scope=True)
+async def mcp(scope: Scope, receive: Receive, send: Send) -> None:
+    sessions: StreamableHTTPSessionManager = Litestar.from_scope(scope).state.mcp
+    await sessions.handle_request(scope, receive, send)  # type: ignore[arg-type]
