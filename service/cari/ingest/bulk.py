@@ -24,6 +24,10 @@ from cari.settings import Settings
 
 log = logging.getLogger(__name__)
 
+# A batch also ends once its documents hold this much text (about 500 chunks of English), so a
+# batch of long documents stays a short transaction and a small loss when a load is killed.
+BATCH_TEXT_CHARACTERS = 1_000_000
+
 
 @dataclass(slots=True)
 class Tally:
@@ -146,7 +150,15 @@ def failure_reason(exc: Exception, settings: Settings) -> str:
 
 
 def _next_batch(documents: Iterator[NewDocument], size: int) -> list[NewDocument]:
-    return list(islice(documents, size))
+    """Up to `size` documents, fewer once they hold `BATCH_TEXT_CHARACTERS` of text."""
+    batch: list[NewDocument] = []
+    text = 0
+    for document in islice(documents, size):
+        batch.append(document)
+        text += sum(len(s.text) for s in document.sections)
+        if text >= BATCH_TEXT_CHARACTERS:
+            break
+    return batch
 
 
 async def _ingest_batch(
@@ -155,6 +167,12 @@ async def _ingest_batch(
     try:
         result = await ingestor.ingest(collection, batch)
     except (CariError, psycopg.Error, PoolTimeout) as exc:
+        if len(batch) > 1 and not isinstance(exc, psycopg.OperationalError | PoolTimeout):
+            # Likely one document's fault (a language PostgreSQL does not know, a value it
+            # refuses): each is tried alone, so only the faulty ones are reported.
+            for document in batch:
+                await _ingest_batch(ingestor, collection, [document], tally)
+            return
         reason = failure_reason(exc, ingestor.settings)
         tally.failures.extend(
             Failure(f"{d.source} id {d.external_id}" if d.source else f"id {d.external_id}", reason)
