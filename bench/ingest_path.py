@@ -1,6 +1,6 @@
 """The whole `cari ingest` path with a fast embedder, against the database's own speed.
 
-    python -m bench.ingest_path [--records 20000] [--maintained 4000] [--batch-size 32]
+    python -m bench.ingest_path [--records 20000] [--maintained 4000] [--batch-size 256]
                                 [--workers 2] [--language english] [--profile OUT]
 
 The records are one-chunk JSON Lines documents of ~130 words (consecutive 130-word windows of
@@ -45,7 +45,8 @@ from psycopg.types.json import Jsonb
 from bench.database import fresh_database
 from bench.fast_embedder import DIMENSION, vector_for
 from cari import collection as collections
-from cari.ingest import store
+from cari.cli.documents import SERVICE_BATCH_SIZE
+from cari.ingest import bulk, store
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import chunk
 from cari.migrations import vector_indexes_statement
@@ -286,8 +287,8 @@ async def writer(
     dsn: str, settings: Settings, rows: Rows, batch_size: int, workers: int, *, defer: bool
 ) -> tuple[float, float]:
     """Seconds to load through `store.write_documents`, `batch_size` documents a call and
-    `workers` calls at once (as the CLI batches), and then to build the HNSW index if
-    `defer` dropped it for the load."""
+    `workers` calls at once, folding the BM25 statistics every `bulk.COMPACT_EVERY_S` and at
+    the end (as `cari ingest` does); then to build the HNSW index if `defer` dropped it."""
     batches = [rows.prepared[i : i + batch_size] for i in range(0, len(rows.prepared), batch_size)]
     async with make_pool(dsn, settings) as pool:
         async with pool.connection() as conn:
@@ -295,16 +296,23 @@ async def writer(
             if defer:
                 await conn.execute(query("chunks_vector_index_drop"))
         queue = iter(batches)
+        next_compaction = time.monotonic() + bulk.COMPACT_EVERY_S
 
         async def work() -> None:
+            nonlocal next_compaction
             for batch in queue:  # the workers share one iterator: each batch is taken once
                 async with pool.connection() as conn:
-                    await store.write_documents(conn, collection, batch)
+                    await store.write_documents(conn, collection, batch, compact=False)
+                    if time.monotonic() >= next_compaction:
+                        next_compaction = time.monotonic() + bulk.COMPACT_EVERY_S
+                        await store.compact_statistics(conn, collection)
 
         started = time.perf_counter()
         async with anyio.create_task_group() as tasks:
             for _ in range(workers):
                 tasks.start_soon(work)
+        async with pool.connection() as conn:
+            await store.compact_statistics(conn, collection)
         loaded = time.perf_counter()
         if defer:
             async with pool.connection() as conn, conn.transaction():
@@ -421,7 +429,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--maintained", type=int, default=4_000)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=SERVICE_BATCH_SIZE)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--language", default="english")
     parser.add_argument("--profile", type=Path)

@@ -280,6 +280,27 @@ def test_a_batch_ends_at_its_size_or_once_it_holds_enough_text() -> None:
     assert [d.external_id for d in _next_batch(documents, 2)] == ["d0", "d1"]
 
 
+def test_a_load_leaves_its_bm25_statistics_folded(
+    tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    """Batches leave statistics deltas; the load folds them (now and then, and at its end)."""
+    records = [{"id": f"d{i}", "text": f"Sailing boat number {i}."} for i in range(5)]
+    (tmp_path / "boats.jsonl").write_text("\n".join(json.dumps(r) for r in records))
+    args = ["ingest", str(tmp_path / "boats.jsonl"), "-c", "b", "--create", "--batch-size", "1"]
+    result = cari(args, cli_env(clean_env, dsn, fake))
+    assert result.returncode == 0, result.stderr
+    with psycopg.connect(dsn) as conn:
+        pending = conn.execute(
+            "SELECT (SELECT count(*) FROM bm25_pending_terms),"
+            " (SELECT count(*) FROM bm25_pending_sizes)"
+        ).fetchone()
+        sizes = conn.execute("SELECT sum(chunks) FROM bm25_sizes").fetchone()
+        df = conn.execute("SELECT df FROM bm25_terms WHERE lexeme = 'boat'").fetchone()
+    assert pending == (0, 0)
+    assert sizes == (5,)
+    assert df == (5,)
+
+
 def test_a_document_the_database_refuses_fails_alone(
     tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
 ) -> None:
