@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import psycopg
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from bench.database import fresh_database
@@ -152,6 +154,9 @@ class Report:
     cli_bulk_own: float  # (iii) as `cari ingest` reports it (after its start-up)
     cli_maintained: float  # (iv)
     stored: dict[str, int]  # chunks stored per stage, to check every stage wrote every chunk
+    # PostgreSQL's time in the BM25 functions during (ii)'s load (track_functions; empty if the
+    # server refused to track them: it takes a superuser), summed over the writers' sessions.
+    functions: dict[str, float]
 
 
 async def run(
@@ -185,8 +190,10 @@ async def run(
         }
 
         dsn = await _database(f"{prefix}_writer", settings, language)
+        tracked = await _track_functions(dsn, settings)
         load, build = await writer(dsn, settings, rows, batch_size, workers, defer=True)
         stored["writer_deferred"] = await _stored(dsn, settings)
+        functions = await _function_seconds(dsn, settings) if tracked else {}
 
         dsn = await _database(f"{prefix}_cli_bulk", settings, language)
         options = ["--bulk", "--batch-size", str(batch_size), "--workers", str(workers)]
@@ -217,6 +224,7 @@ async def run(
         cli_bulk_own=rows.chunks / cli_bulk_own,
         cli_maintained=small.chunks / cli_kept,
         stored=stored,
+        functions=functions,
     )
 
 
@@ -234,6 +242,27 @@ async def _stored(dsn: str, settings: Settings) -> int:
         cur = await conn.execute("SELECT count(*) FROM chunks WHERE embedding IS NOT NULL")
         row = await cur.fetchone()
         return int(row[0]) if row else 0
+
+
+async def _track_functions(dsn: str, settings: Settings) -> bool:
+    """Have the database's new sessions time its PL/pgSQL functions; false if not allowed."""
+    async with make_pool(dsn, settings) as pool, pool.connection() as conn:
+        try:
+            name = sql.Identifier(conn.info.dbname)
+            await conn.execute(sql.SQL("ALTER DATABASE {} SET track_functions = 'pl'").format(name))
+        except psycopg.errors.InsufficientPrivilege:
+            return False
+    return True
+
+
+async def _function_seconds(dsn: str, settings: Settings) -> dict[str, float]:
+    """Seconds spent in each BM25 function (the sessions that ran them have ended)."""
+    async with make_pool(dsn, settings) as pool, pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT funcname, total_time / 1000 FROM pg_stat_user_functions"
+            " WHERE funcname IN ('bm25_index', 'bm25_compact') ORDER BY 1"
+        )
+        return {str(name): float(seconds) for name, seconds in await cur.fetchall()}
 
 
 async def raw_copy(dsn: str, settings: Settings, rows: Rows, variant: str) -> float:
@@ -423,6 +452,9 @@ def show(report: Report, load: str) -> None:
     ]
     for name, rate, note in rows:
         print(f"{name:42s} {rate:8.0f} chunks/s   {note}")
+    if r.functions:
+        spent = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in r.functions.items())
+        print(f"(ii) deferred, PostgreSQL's time in the BM25 functions: {spent}")
 
 
 def main() -> None:

@@ -103,6 +103,9 @@ def test_every_stage_stores_the_same_rows(server_url: str, clean_env: dict[str, 
     assert all(math.isfinite(rate) and rate > 0 for rate in rates)
     assert report.writer_deferred < report.writer_load  # the build's time counts
     assert report.cli_bulk < report.cli_bulk_own  # the start-up's too
+    # The test server lets the benchmark time the BM25 functions (its user is a superuser).
+    assert set(report.functions) == {"bm25_compact", "bm25_index"}
+    assert all(seconds > 0 for seconds in report.functions.values())
 
     def rows(stage: str) -> list[tuple[object, ...]]:
         dsn = psycopg.conninfo.make_conninfo(server_url, dbname=f"{prefix}_{stage}")
