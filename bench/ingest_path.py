@@ -356,7 +356,8 @@ STAGES = [
     ("hash check", re.compile(r"\bcontent_hash \(|\bstored_hashes \(")),
     ("chunking + token counting", re.compile(r"\b(_chunk_all|chunk_document|count_tokens) \(")),
     ("vector decoding", re.compile(r"\b_vectors? \(cari/embed\.py")),
-    ("embedding requests (SDK, HTTP, JSON)", re.compile(r"\b(embed_documents) \(")),
+    # Anything else in the embedder: the requests, also in the tasks it starts per request.
+    ("embedding requests (SDK, HTTP, JSON)", re.compile(r"cari/embed\.py")),
     ("BM25 compaction", re.compile(r"\bcompact_statistics \(")),
     ("writer (upsert, COPY rows)", re.compile(r"\bwrite_documents \(")),
     ("reading + validating", re.compile(r"cari/ingest/(files|formats)\.py|\b_next_batch \(")),

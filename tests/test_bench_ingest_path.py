@@ -143,7 +143,10 @@ def test_stages_sort_py_spy_samples_and_leave_waits_out() -> None:
             f"{work}:82);write_documents (cari/ingest/store.py:170);copy_to (psycopg/x.py:1) 20",
             f"{work}:111);OpenAIEmbedder.embed_documents (cari/embed.py:299);"
             "OpenAIEmbedder._vectors (cari/embed.py:400) 4",
-            f"{work}:111);OpenAIEmbedder.embed_documents (cari/embed.py:299) 11",
+            f"{work}:111);OpenAIEmbedder.embed_documents (cari/embed.py:299) 5",
+            # A request in a task of its own: its stack starts at the task.
+            "thread (1): MainThread;OpenAIEmbedder.embed_documents.<locals>.run (cari/embed.py:"
+            "304);AsyncEmbeddings.create (openai/resources/embeddings.py:216) 6",
             f"{main};BaseEventLoop._run_once (asyncio/base_events.py:1922) 9",
             f"{main};BaseEventLoop._run_once (asyncio/base_events.py:1884);"
             "EpollSelector.select (selectors.py:468) 500",
