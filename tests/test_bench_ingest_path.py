@@ -99,10 +99,12 @@ def test_every_stage_stores_the_same_rows(server_url: str, clean_env: dict[str, 
         report.cli_bulk,
         report.cli_bulk_own,
         report.cli_maintained,
+        report.cli_maintained_own,
     ]
     assert all(math.isfinite(rate) and rate > 0 for rate in rates)
     assert report.writer_deferred < report.writer_load  # the build's time counts
     assert report.cli_bulk < report.cli_bulk_own  # the start-up's too
+    assert report.cli_maintained < report.cli_maintained_own
     # The test server lets the benchmark time the BM25 functions (its user is a superuser).
     assert set(report.functions) == {"bm25_compact", "bm25_index"}
     assert all(seconds > 0 for seconds in report.functions.values())

@@ -67,7 +67,8 @@ def ingest(
         # The local model embeds a few chunks a second: small batches keep the progress moving
         # and lose little when a load is killed. With a service, the database's cost per
         # transaction (BM25 statistics deltas, round trips) makes the writer 1.5x faster with
-        # 256 one-chunk documents a batch than with 32 (docs/benchmarks.md, "Ingestion path").
+        # 256 one-chunk documents a batch than with 32 (docs/benchmarks.md, "Ingestion with a
+        # fast embedder").
         batch_size = LOCAL_BATCH_SIZE if config.embedder == "local" else SERVICE_BATCH_SIZE
 
     async def work(rt: Runtime) -> Tally:
