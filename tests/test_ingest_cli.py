@@ -15,8 +15,10 @@ import psycopg
 import pytest
 
 from cari.ingest import files
-from cari.ingest.bulk import failure_reason
+from cari.ingest.bulk import BATCH_TEXT_CHARACTERS, _next_batch, failure_reason
+from cari.ingest.formats import Section
 from cari.ingest.pipeline import chunk
+from cari.ingest.store import NewDocument
 from cari.runtime import make_embedder
 from tests.conftest import cli_env, settings_for
 from tests.fake_openai import FakeOpenAI, Reply
@@ -264,6 +266,58 @@ def test_bulk_load_rebuilds_the_vector_index(
     assert not vector_index_exists(dsn)
     assert cari(["reembed"], env).returncode == 0
     assert vector_index_exists(dsn)
+
+
+def test_a_batch_ends_at_its_size_or_once_it_holds_enough_text() -> None:
+    third = BATCH_TEXT_CHARACTERS // 3 + 1
+    sizes = [third, third, third, third, 10, 10]
+    documents = iter(
+        NewDocument(f"d{i}", "", [Section("x" * size)], {}, None) for i, size in enumerate(sizes)
+    )
+    batches = [[d.external_id for d in _next_batch(documents, 5)] for _ in range(3)]
+    assert batches == [["d0", "d1", "d2"], ["d3", "d4", "d5"], []]
+    documents = iter(NewDocument(f"d{i}", "", [Section("x")], {}, None) for i in range(3))
+    assert [d.external_id for d in _next_batch(documents, 2)] == ["d0", "d1"]
+
+
+def test_a_load_leaves_its_bm25_statistics_folded(
+    tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    """Batches leave statistics deltas; the load folds them (now and then, and at its end)."""
+    records = [{"id": f"d{i}", "text": f"Sailing boat number {i}."} for i in range(5)]
+    (tmp_path / "boats.jsonl").write_text("\n".join(json.dumps(r) for r in records))
+    args = ["ingest", str(tmp_path / "boats.jsonl"), "-c", "b", "--create", "--batch-size", "1"]
+    result = cari(args, cli_env(clean_env, dsn, fake))
+    assert result.returncode == 0, result.stderr
+    with psycopg.connect(dsn) as conn:
+        pending = conn.execute(
+            "SELECT (SELECT count(*) FROM bm25_pending_terms),"
+            " (SELECT count(*) FROM bm25_pending_sizes)"
+        ).fetchone()
+        sizes = conn.execute("SELECT sum(chunks) FROM bm25_sizes").fetchone()
+        df = conn.execute("SELECT df FROM bm25_terms WHERE lexeme = 'boat'").fetchone()
+    assert pending == (0, 0)
+    assert sizes == (5,)
+    assert df == (5,)
+
+
+def test_a_document_the_database_refuses_fails_alone(
+    tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    """A batch that fails for one document's sake is retried a document at a time: only that
+    document is reported, its batch-mates are stored."""
+    records = [{"id": f"d{i}", "text": f"Document number {i}."} for i in range(5)]
+    records[2]["language"] = "klingon"
+    (tmp_path / "batch.jsonl").write_text("\n".join(json.dumps(r) for r in records))
+    args = ["ingest", str(tmp_path / "batch.jsonl"), "-c", "b", "--create", "--batch-size", "10"]
+    result = cari(args, cli_env(clean_env, dsn, fake))
+    assert result.returncode == 1, result.stderr
+    assert "4 documents (4 new, 0 updated, 0 unchanged)" in result.stderr
+    assert "1 failed:" in result.stderr
+    assert "id d2: language: unknown text-search configuration 'klingon'" in result.stderr
+    with psycopg.connect(dsn) as conn:
+        stored = conn.execute("SELECT external_id FROM documents ORDER BY 1").fetchall()
+    assert [row[0] for row in stored] == ["d0", "d1", "d3", "d4"]
 
 
 def test_the_same_id_twice_in_one_run_is_reported(

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from cari.runtime import Runtime
 
 
+LOCAL_BATCH_SIZE = 32
+SERVICE_BATCH_SIZE = 256
+
+
 @click.command(help="Ingest files, folders, globs, or JSON Lines from stdin ('-').")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("-c", "--collection", required=True, help="Collection to ingest into.")
@@ -31,9 +35,8 @@ if TYPE_CHECKING:
 @click.option(
     "--batch-size",
     type=click.IntRange(1, 10_000),
-    default=32,
-    show_default=True,
-    help="Documents per transaction.",
+    help="Documents per transaction, at most: a batch also ends once it holds ~1 MB of text. "
+    "[default: 32 with the local embedder, 256 with an embedding service]",
 )
 @click.option(
     "--workers",
@@ -54,12 +57,19 @@ def ingest(
     collection: str,
     create: bool,
     language: str,
-    batch_size: int,
+    batch_size: int | None,
     workers: int,
     bulk: bool,
 ) -> None:
     config = settings()
     sources = files.expand(paths)
+    if batch_size is None:
+        # The local model embeds a few chunks a second: small batches keep the progress moving
+        # and lose little when a load is killed. With a service, the database's cost per
+        # transaction (BM25 statistics deltas, round trips) makes the writer 1.5x faster with
+        # 256 one-chunk documents a batch than with 32 (docs/benchmarks.md, "Ingestion with a
+        # fast embedder").
+        batch_size = LOCAL_BATCH_SIZE if config.embedder == "local" else SERVICE_BATCH_SIZE
 
     async def work(rt: Runtime) -> Tally:
         return await _ingest(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -14,7 +15,7 @@ from psycopg_pool import PoolTimeout
 
 from cari import db
 from cari.errors import CariError
-from cari.ingest import files
+from cari.ingest import files, store
 from cari.ingest.files import Failure, Source
 from cari.ingest.pipeline import Ingestor
 from cari.ingest.store import NewDocument
@@ -23,6 +24,13 @@ from cari.queries import query
 from cari.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# A batch also ends once its documents hold this much text (about 500 chunks of English), so a
+# batch of long documents stays a short transaction and a small loss when a load is killed.
+BATCH_TEXT_CHARACTERS = 1_000_000
+# The BM25 statistics deltas of a load are folded this often (and at its end), not after every
+# batch: reads add the pending deltas, so they stay exact meanwhile.
+COMPACT_EVERY_S = 5.0
 
 
 @dataclass(slots=True)
@@ -89,17 +97,33 @@ async def _ingest(
             while batch := await anyio.to_thread.run_sync(_next_batch, documents, batch_size):
                 await send.send(batch)
 
+    next_compaction = time.monotonic() + COMPACT_EVERY_S
+
     async def work(batches: anyio.abc.ObjectReceiveStream[list[NewDocument]]) -> None:
+        nonlocal next_compaction
         async for batch in batches:
             await _ingest_batch(ingestor, collection, batch, tally)
             on_progress(tally)
+            if time.monotonic() >= next_compaction:
+                next_compaction = time.monotonic() + COMPACT_EVERY_S
+                await _compact(ingestor, collection)
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(produce)
         for _ in range(workers):
             tasks.start_soon(work, receive.clone())
         receive.close()
+    await _compact(ingestor, collection)
     return tally
+
+
+async def _compact(ingestor: Ingestor, collection: str) -> None:
+    """Fold the collection's statistics deltas; a failure only leaves them for the next fold."""
+    try:
+        async with ingestor.pool.connection() as conn:
+            await store.compact_statistics(conn, await store.collection_ref(conn, collection))
+    except (CariError, psycopg.Error, PoolTimeout) as exc:
+        log.warning("folding the BM25 statistics deltas failed, left for later: %s", exc)
 
 
 def _documents(
@@ -146,15 +170,29 @@ def failure_reason(exc: Exception, settings: Settings) -> str:
 
 
 def _next_batch(documents: Iterator[NewDocument], size: int) -> list[NewDocument]:
-    return list(islice(documents, size))
+    """Up to `size` documents, fewer once they hold `BATCH_TEXT_CHARACTERS` of text."""
+    batch: list[NewDocument] = []
+    text = 0
+    for document in islice(documents, size):
+        batch.append(document)
+        text += sum(len(s.text) for s in document.sections)
+        if text >= BATCH_TEXT_CHARACTERS:
+            break
+    return batch
 
 
 async def _ingest_batch(
     ingestor: Ingestor, collection: str, batch: list[NewDocument], tally: Tally
 ) -> None:
     try:
-        result = await ingestor.ingest(collection, batch)
+        result = await ingestor.ingest(collection, batch, compact=False)
     except (CariError, psycopg.Error, PoolTimeout) as exc:
+        if len(batch) > 1 and not isinstance(exc, psycopg.OperationalError | PoolTimeout):
+            # Likely one document's fault (a language PostgreSQL does not know, a value it
+            # refuses): each is tried alone, so only the faulty ones are reported.
+            for document in batch:
+                await _ingest_batch(ingestor, collection, [document], tally)
+            return
         reason = failure_reason(exc, ingestor.settings)
         tally.failures.extend(
             Failure(f"{d.source} id {d.external_id}" if d.source else f"id {d.external_id}", reason)

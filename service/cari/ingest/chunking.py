@@ -52,8 +52,12 @@ def chunk_document(
     counter = _Counter(count_tokens, max_tokens)
     chunks: list[Chunk] = []
     for section in sections:
-        words = _Words(section.text, counter)
-        for content, tokens in words.chunks(min_tokens, overlap_tokens):
+        whole = _whole(section.text, counter)
+        if whole is not None:
+            found: Iterator[tuple[str, int]] = iter([whole])
+        else:
+            found = _Words(section.text, counter).chunks(min_tokens, overlap_tokens)
+        for content, tokens in found:
             chunks.append(Chunk(len(chunks), title, content, tokens, dict(section.metadata)))
     return chunks
 
@@ -156,6 +160,40 @@ def _split(text: str) -> Iterator[tuple[str, int, str]]:
             # "1." opening a line numbers a list item; it ends no sentence.
             ended = _ends_sentence(word) and not (position == 0 and _LIST_MARKER.fullmatch(word))
         blank, after_heading = False, heading
+
+
+# Only a section of at most this many characters per token of the limit is counted whole first:
+# no tokenizer packs more into a token, so a longer one is not counted in vain.
+_CHARACTERS_PER_TOKEN = 8
+
+
+def _whole(text: str, counter: _Counter) -> tuple[str, int] | None:
+    """The section as one chunk (its words with the separators `_Words` keeps) if it fits and
+    has no heading after its first line (a heading may start a chunk even then).
+
+    Most sections of short documents do: one count then replaces the word-by-word estimate,
+    which cost ~0.25 ms for a 130-word record, a quarter of `cari ingest`'s own CPU time.
+    """
+    if len(text) > _CHARACTERS_PER_TOKEN * counter.max_tokens:
+        return None
+    lines: list[str] = []
+    blank = False
+    for line in text.splitlines():
+        words = line.split()
+        if not words:
+            blank = True
+            continue
+        if lines and _HEADING_LINE.match(line):
+            return None
+        if lines:
+            lines.append("\n\n" if blank else "\n")
+        lines.append(" ".join(words))
+        blank = False
+    content = "".join(lines)
+    if not content:
+        return None
+    tokens = counter.count(content)
+    return (content, tokens) if tokens <= counter.max_tokens else None
 
 
 class _Words:

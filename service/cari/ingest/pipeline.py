@@ -60,7 +60,10 @@ class Ingestor:
         self.embedder = embedder
         self.settings = settings
 
-    async def ingest(self, collection_name: str, documents: Sequence[NewDocument]) -> BatchResult:
+    async def ingest(
+        self, collection_name: str, documents: Sequence[NewDocument], *, compact: bool = True
+    ) -> BatchResult:
+        """Store the changed documents, each whole; `compact` as `store.write_documents`."""
         result = BatchResult()
         async with self.pool.connection() as conn:
             collection = await store.collection_ref(conn, collection_name)
@@ -79,7 +82,7 @@ class Ingestor:
         statuses: dict[str, Status] = {}
         if prepared:
             async with self.pool.connection() as conn:
-                statuses = await store.write_documents(conn, collection, prepared)
+                statuses = await store.write_documents(conn, collection, prepared, compact=compact)
         for document, chunks in zip(changed, chunked, strict=True):
             status = statuses[document.external_id]
             done = status != "unchanged"

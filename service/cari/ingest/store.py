@@ -127,9 +127,12 @@ class Prepared:
 
 
 async def write_documents(
-    conn: Conn, collection: CollectionRef, batch: Sequence[Prepared]
+    conn: Conn, collection: CollectionRef, batch: Sequence[Prepared], *, compact: bool = True
 ) -> dict[str, Status]:
-    """Store the documents and all their chunks in one transaction (a savepoint when nested).
+    """Store the documents and all their chunks in one transaction (a savepoint when nested),
+    then fold the BM25 statistics deltas unless `compact` is false (a bulk load folds now and
+    then instead: after every batch of 32 one-chunk documents the folds took 8.1 s of the
+    database's time per 20k chunks, beside 19.9 s for the postings themselves).
 
     Ids must be unique within the batch. Upsert the documents, delete the replaced ones'
     chunks, then binary COPY the new chunks, `COPY_ROWS` to a statement: each COPY also writes
@@ -170,7 +173,8 @@ async def write_documents(
                 copy.set_types(CHUNK_COLUMN_TYPES)
                 for row in rows[start : start + COPY_ROWS]:
                     await copy.write_row(row)
-    await compact_statistics(conn, collection)
+    if compact:
+        await compact_statistics(conn, collection)
     return statuses
 
 

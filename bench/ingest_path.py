@@ -1,0 +1,506 @@
+"""The whole `cari ingest` path with a fast embedder, against the database's own speed.
+
+    python -m bench.ingest_path [--records 20000] [--maintained 4000] [--batch-size 256]
+                                [--workers 2] [--language english] [--profile OUT]
+
+The records are one-chunk JSON Lines documents of ~130 words (consecutive 130-word windows of
+the Cranfield and CISI passages, `../shared/eval/datasets/`; beyond ~3,200 records the windows
+start again at other offsets), the embedder is `bench.fast_embedder` in a process of its own,
+answering 384-d vectors at once. On the same records, in one run, each in a fresh database:
+
+(i)   one raw binary COPY of the chunk rows into `chunks` (HNSW index dropped; the GIN index and
+      the BM25 postings triggers fire), and the same COPY with the postings triggers disabled,
+      then also without the GIN index: the database's cost of the rows, by component;
+(ii)  Cari's writer alone (`store.write_documents` with the precomputed vectors, batches and
+      concurrency as the CLI's): deferred (HNSW dropped, load, one build, as `--bulk`) and, on
+      the first `--maintained` records, with the HNSW index maintained row by row;
+(iii) `cari ingest --bulk` of the JSON Lines file, a subprocess (its start-up included);
+(iv)  `cari ingest` without `--bulk` of the first `--maintained` records, into a database whose
+      HNSW index is kept.
+
+Prints chunks/s and the ratios (iii)/(ii deferred), (iv)/(ii maintained). `--profile OUT`
+runs (iii) under `py-spy record --format raw` (py-spy must be installed) and writes its stacks
+to OUT. Runs on DATABASE_URL's server if set, else on a throwaway embedded server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from bench.database import fresh_database
+from bench.fast_embedder import DIMENSION, vector_for
+from cari import collection as collections
+from cari.cli.documents import SERVICE_BATCH_SIZE
+from cari.ingest import bulk, store
+from cari.ingest.formats import Section
+from cari.ingest.pipeline import chunk
+from cari.migrations import vector_indexes_statement
+from cari.queries import query
+from cari.runtime import make_embedder, make_pool
+from cari.settings import Settings, load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = ROOT.parent / "shared" / "eval" / "datasets"
+CORPORA = (DATASETS / "cranfield", DATASETS / "cisi")
+WORDS_PER_RECORD = 130
+COLLECTION = "bench"
+
+
+def make_records(
+    count: int, corpora: Sequence[Path] = CORPORA, words_per_record: int = WORDS_PER_RECORD
+) -> list[dict[str, str]]:
+    """`count` records of `words_per_record` consecutive words of the BEIR corpora's passages
+    (all of them, one after the other); at the end the windows start again, shifted."""
+    words: list[str] = []
+    for folder in corpora:
+        with (folder / "corpus.jsonl").open() as corpus:
+            for line in corpus:
+                words.extend(json.loads(line)["text"].split())
+    records, start = [], 0
+    for i in range(count):
+        text = " ".join(words[start : start + words_per_record])
+        records.append({"id": f"r{i}", "title": f"Record {i}", "text": text})
+        start = (start + words_per_record) % (len(words) - words_per_record)
+    return records
+
+
+@contextmanager
+def fast_embedder() -> Iterator[dict[str, str]]:
+    """`bench.fast_embedder` running; yields the CARI_* environment that points Cari at it."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.fast_embedder", "--dimension", str(DIMENSION)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,  # where `bench` is importable
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        if not url:
+            raise RuntimeError("bench.fast_embedder did not start")
+        yield {
+            "CARI_EMBEDDER": "openai",
+            "CARI_EMBEDDING_BASE_URL": url,
+            "CARI_EMBEDDING_API_KEY": "bench",
+            "CARI_EMBEDDING_MODEL": "bench-fast-embedder",
+            "CARI_EMBEDDING_DIMENSIONS": str(DIMENSION),
+            "CARI_EMBEDDING_MAX_RETRIES": "0",
+        }
+    finally:
+        process.terminate()
+        process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """The records as Cari stores them: documents, their chunks and the embedder's vectors."""
+
+    prepared: list[store.Prepared]
+
+    @property
+    def chunks(self) -> int:
+        return sum(len(p.chunks) for p in self.prepared)
+
+    def first(self, documents: int) -> Rows:
+        return Rows(self.prepared[:documents])
+
+
+def prepare(records: Sequence[Mapping[str, str]], settings: Settings, source: str) -> Rows:
+    """Chunked as the ingest path chunks (the embedder's token count), vectors as it answers."""
+    count_tokens = make_embedder(settings).count_tokens
+    prepared = []
+    for record in records:
+        document = store.NewDocument(
+            record["id"], record["title"], [Section(record["text"])], {}, source
+        )
+        chunks = chunk(document, count_tokens, settings)
+        vectors = [vector_for(store.embedding_text(c.title, c.content)) for c in chunks]
+        prepared.append(store.Prepared(document, chunks, vectors))
+    return Rows(prepared)
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    records: int
+    chunks: int
+    maintained_chunks: int
+    raw_copy: float  # chunks/s, the whole COPY
+    raw_copy_no_postings: float
+    raw_copy_no_postings_no_gin: float
+    writer_load: float  # (ii) deferred, the load alone
+    writer_build_s: float  # its HNSW build
+    writer_deferred: float  # load + build
+    writer_maintained: float
+    cli_bulk: float  # (iii), the subprocess's wall clock
+    cli_bulk_own: float  # (iii) as `cari ingest` reports it (after its start-up)
+    cli_maintained: float  # (iv)
+    cli_maintained_own: float
+    stored: dict[str, int]  # chunks stored per stage, to check every stage wrote every chunk
+    # PostgreSQL's time in the BM25 functions during (ii)'s load (track_functions; empty if the
+    # server refused to track them: it takes a superuser), summed over the writers' sessions.
+    functions: dict[str, float]
+
+
+async def run(
+    records: Sequence[Mapping[str, str]],
+    *,
+    maintained: int,
+    batch_size: int,
+    workers: int,
+    language: str,
+    settings: Settings,
+    env: Mapping[str, str],
+    prefix: str = "cari_bench_ingest_path",
+    profile: Path | None = None,
+) -> Report:
+    """Every stage on `records` (see the module docstring), each in a fresh database on
+    `settings`' server; `env` is the CLI's environment (its CARI_* point at the embedder)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "records.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+        head = Path(folder) / "head.jsonl"
+        head.write_text("".join(json.dumps(r) + "\n" for r in records[:maintained]))
+        # The CLI names a file's documents' source by its path as typed: the same here.
+        rows = prepare(records, settings, str(path))
+        small = rows.first(maintained)
+        stored: dict[str, int] = {}
+
+        dsn = await _database(f"{prefix}_raw", settings, language)
+        raw = {
+            variant: await raw_copy(dsn, settings, rows, variant)
+            for variant in ("full", "no_postings", "no_postings_no_gin")
+        }
+
+        dsn = await _database(f"{prefix}_writer", settings, language)
+        tracked = await _track_functions(dsn, settings)
+        load, build = await writer(dsn, settings, rows, batch_size, workers, defer=True)
+        stored["writer_deferred"] = await _stored(dsn, settings)
+        functions = await _function_seconds(dsn, settings) if tracked else {}
+
+        dsn = await _database(f"{prefix}_cli_bulk", settings, language)
+        options = ["--bulk", "--batch-size", str(batch_size), "--workers", str(workers)]
+        cli_bulk, cli_bulk_own = cli(dsn, env, path, options, profile)
+        stored["cli_bulk"] = await _stored(dsn, settings)
+
+        dsn = await _database(f"{prefix}_writer_hnsw", settings, language)
+        load_kept, _ = await writer(dsn, settings, small, batch_size, workers, defer=False)
+        stored["writer_maintained"] = await _stored(dsn, settings)
+
+        dsn = await _database(f"{prefix}_cli", settings, language)
+        options = ["--batch-size", str(batch_size), "--workers", str(workers)]
+        cli_kept, cli_kept_own = cli(dsn, env, head, options, None)
+        stored["cli_maintained"] = await _stored(dsn, settings)
+
+    return Report(
+        records=len(records),
+        chunks=rows.chunks,
+        maintained_chunks=small.chunks,
+        raw_copy=rows.chunks / raw["full"],
+        raw_copy_no_postings=rows.chunks / raw["no_postings"],
+        raw_copy_no_postings_no_gin=rows.chunks / raw["no_postings_no_gin"],
+        writer_load=rows.chunks / load,
+        writer_build_s=build,
+        writer_deferred=rows.chunks / (load + build),
+        writer_maintained=small.chunks / load_kept,
+        cli_bulk=rows.chunks / cli_bulk,
+        cli_bulk_own=rows.chunks / cli_bulk_own,
+        cli_maintained=small.chunks / cli_kept,
+        cli_maintained_own=small.chunks / cli_kept_own,
+        stored=stored,
+        functions=functions,
+    )
+
+
+async def _database(name: str, settings: Settings, language: str) -> str:
+    """A fresh, migrated database holding the collection the stages write into."""
+    dsn = await anyio.to_thread.run_sync(fresh_database, name, settings)
+    async with make_pool(dsn, settings) as pool, pool.connection() as conn:
+        spec = collections.CollectionCreate(name=COLLECTION, language=language)
+        await collections.create(conn, spec)
+    return dsn
+
+
+async def _stored(dsn: str, settings: Settings) -> int:
+    async with make_pool(dsn, settings) as pool, pool.connection() as conn:
+        cur = await conn.execute("SELECT count(*) FROM chunks WHERE embedding IS NOT NULL")
+        row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+
+async def _track_functions(dsn: str, settings: Settings) -> bool:
+    """Have the database's new sessions time its PL/pgSQL functions; false if not allowed."""
+    async with make_pool(dsn, settings) as pool, pool.connection() as conn:
+        try:
+            name = sql.Identifier(conn.info.dbname)
+            await conn.execute(sql.SQL("ALTER DATABASE {} SET track_functions = 'pl'").format(name))
+        except psycopg.errors.InsufficientPrivilege:
+            return False
+    return True
+
+
+async def _function_seconds(dsn: str, settings: Settings) -> dict[str, float]:
+    """Seconds spent in each BM25 function (the sessions that ran them have ended)."""
+    async with make_pool(dsn, settings) as pool, pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT funcname, total_time / 1000 FROM pg_stat_user_functions"
+            " WHERE funcname IN ('bm25_index', 'bm25_compact') ORDER BY 1"
+        )
+        return {str(name): float(seconds) for name, seconds in await cur.fetchall()}
+
+
+async def raw_copy(dsn: str, settings: Settings, rows: Rows, variant: str) -> float:
+    """Seconds for one binary COPY of every chunk row (HNSW index dropped; rolled back after):
+    `full` with the GIN index and the postings triggers, `no_postings` with the triggers
+    disabled, `no_postings_no_gin` also without the GIN index on `tsv`."""
+    async with make_pool(dsn, settings) as pool, pool.connection() as conn:
+        collection = await store.collection_ref(conn, COLLECTION)
+        async with conn.transaction(force_rollback=True):
+            # The documents first (untimed): the rows are the chunks' alone.
+            cur = await conn.execute(
+                query("documents_upsert"),
+                {
+                    "collection_id": collection.id,
+                    "external_ids": [p.document.external_id for p in rows.prepared],
+                    "titles": [p.document.title for p in rows.prepared],
+                    "sources": [p.document.source for p in rows.prepared],
+                    "metadata": [Jsonb(p.document.metadata) for p in rows.prepared],
+                    "content_hashes": [p.document.content_hash for p in rows.prepared],
+                },
+            )
+            ids = {external_id: id for external_id, id, _ in await cur.fetchall()}
+            await conn.execute(query("chunks_vector_index_drop"))
+            if variant != "full":
+                await conn.execute("ALTER TABLE chunks DISABLE TRIGGER bm25_chunks_inserted")
+            if variant == "no_postings_no_gin":
+                await conn.execute("DROP INDEX chunks_tsv_idx")
+            started = time.perf_counter()
+            async with conn.cursor().copy(query("chunks_copy")) as copy:
+                copy.set_types(store.CHUNK_COLUMN_TYPES)
+                for item in rows.prepared:
+                    assert item.vectors is not None
+                    for c, vector in zip(item.chunks, item.vectors, strict=True):
+                        await copy.write_row(
+                            (
+                                collection.id,
+                                ids[item.document.external_id],
+                                c.ordinal,
+                                c.title,
+                                c.content,
+                                Jsonb(c.metadata),
+                                collection.language,
+                                c.token_count,
+                                vector,
+                            )
+                        )
+            return time.perf_counter() - started
+
+
+async def writer(
+    dsn: str, settings: Settings, rows: Rows, batch_size: int, workers: int, *, defer: bool
+) -> tuple[float, float]:
+    """Seconds to load through `store.write_documents`, `batch_size` documents a call and
+    `workers` calls at once, folding the BM25 statistics every `bulk.COMPACT_EVERY_S` and at
+    the end (as `cari ingest` does); then to build the HNSW index if `defer` dropped it."""
+    batches = [rows.prepared[i : i + batch_size] for i in range(0, len(rows.prepared), batch_size)]
+    async with make_pool(dsn, settings) as pool:
+        async with pool.connection() as conn:
+            collection = await store.collection_ref(conn, COLLECTION)
+            if defer:
+                await conn.execute(query("chunks_vector_index_drop"))
+        queue = iter(batches)
+        next_compaction = time.monotonic() + bulk.COMPACT_EVERY_S
+
+        async def work() -> None:
+            nonlocal next_compaction
+            for batch in queue:  # the workers share one iterator: each batch is taken once
+                async with pool.connection() as conn:
+                    await store.write_documents(conn, collection, batch, compact=False)
+                    if time.monotonic() >= next_compaction:
+                        next_compaction = time.monotonic() + bulk.COMPACT_EVERY_S
+                        await store.compact_statistics(conn, collection)
+
+        started = time.perf_counter()
+        async with anyio.create_task_group() as tasks:
+            for _ in range(workers):
+                tasks.start_soon(work)
+        async with pool.connection() as conn:
+            await store.compact_statistics(conn, collection)
+        loaded = time.perf_counter()
+        if defer:
+            async with pool.connection() as conn, conn.transaction():
+                await conn.execute(vector_indexes_statement(settings))
+        return loaded - started, time.perf_counter() - loaded
+
+
+# Python stages of `cari ingest`, in the order a sample is tested against them: a sample goes to
+# the first stage a frame of its stack matches (the hash is computed inside the writer too).
+STAGES = [
+    ("start-up (imports)", re.compile(r"_find_and_load")),
+    ("hash check", re.compile(r"\bcontent_hash \(|\bstored_hashes \(")),
+    ("chunking + token counting", re.compile(r"\b(_chunk_all|chunk_document|count_tokens) \(")),
+    ("vector decoding", re.compile(r"\b_vectors? \(cari/embed\.py")),
+    # Anything else in the embedder: the requests, also in the tasks it starts per request.
+    ("embedding requests (SDK, HTTP, JSON)", re.compile(r"cari/embed\.py")),
+    ("BM25 compaction", re.compile(r"\bcompact_statistics \(")),
+    ("writer (upsert, COPY rows)", re.compile(r"\bwrite_documents \(")),
+    ("reading + validating", re.compile(r"cari/ingest/(files|formats)\.py|\b_next_batch \(")),
+    ("HNSW build (waiting)", re.compile(r"\bingest_sources \(cari/ingest/bulk\.py")),
+    ("progress display", re.compile(r"rich/|\bshow \(cari/cli")),
+]
+
+
+# A sample whose innermost frame waits (on a lock, a queue, the selector) is idle.
+IDLE = re.compile(
+    r"(Condition\.wait|Event\.wait|EpollSelector\.select"
+    r"|_worker \(concurrent/futures/thread\.py:81\))[^;]*$"
+)
+
+
+def stages(raw: str, rate: int = 100) -> dict[str, float]:
+    """CPU seconds per stage from py-spy's raw output (`stack count` lines at `rate` Hz);
+    samples of threads waiting (py-spy counts some waits as active) are left out."""
+    seconds = {name: 0.0 for name, _ in STAGES} | {"other (event loop, pool, I/O)": 0.0}
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or IDLE.search(stack):
+            continue
+        name = next((n for n, p in STAGES if p.search(stack)), "other (event loop, pool, I/O)")
+        seconds[name] += int(count) / rate
+    return seconds
+
+
+SUMMARY = re.compile(r"(\d+) chunks in ([\d.]+) s")
+
+
+def cli(
+    dsn: str, env: Mapping[str, str], path: Path, options: Sequence[str], profile: Path | None
+) -> tuple[float, float]:
+    """`cari ingest PATH` into a new collection as a subprocess: its wall-clock seconds and the
+    seconds it reports itself (from its first batch's start to its end)."""
+    command = [
+        sys.executable,
+        "-m",
+        "cari.cli",
+        "ingest",
+        str(path),
+        "-c",
+        COLLECTION,
+        *options,
+    ]
+    if profile is not None:
+        spy = ["py-spy", "record", "--format", "raw", "--rate", "100", "-o", str(profile)]
+        command = [*spy, "--", *command]
+    environment = {**env, "DATABASE_URL": dsn, "CARI_DATABASE_URL": dsn}
+    environment["CARI_REEMBED_INTERVAL_S"] = "0"
+    started = time.perf_counter()
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    summary = SUMMARY.search(done.stderr)
+    if done.returncode != 0 or summary is None:
+        raise RuntimeError(f"cari ingest failed ({done.returncode}): {done.stderr[-2000:]}")
+    return seconds, float(summary.group(2))
+
+
+def show(report: Report, load: str) -> None:
+    r = report
+    print(
+        f"{r.records} records, {r.chunks} chunks; --maintained slice: {r.maintained_chunks} "
+        f"chunks; load average at the start {load}"
+    )
+    rows = [
+        ("(i)   raw COPY (postings, GIN; no HNSW)", r.raw_copy, ""),
+        ("        postings triggers disabled", r.raw_copy_no_postings, ""),
+        ("        and no GIN index", r.raw_copy_no_postings_no_gin, ""),
+        ("(ii)  writer, HNSW deferred: load", r.writer_load, ""),
+        (
+            f"        + HNSW build ({r.writer_build_s:.1f} s)",
+            r.writer_deferred,
+            "(ii-d) baseline",
+        ),
+        ("      writer, HNSW maintained", r.writer_maintained, "(ii-m) baseline"),
+        (
+            "(iii) cari ingest --bulk (wall)",
+            r.cli_bulk,
+            f"/(ii-d) = {r.cli_bulk / r.writer_deferred:.3f}",
+        ),
+        (
+            "        as it reports itself",
+            r.cli_bulk_own,
+            f"/(ii-d) = {r.cli_bulk_own / r.writer_deferred:.3f}",
+        ),
+        (
+            "(iv)  cari ingest, HNSW kept (wall)",
+            r.cli_maintained,
+            f"/(ii-m) = {r.cli_maintained / r.writer_maintained:.3f}",
+        ),
+        (
+            "        as it reports itself",
+            r.cli_maintained_own,
+            f"/(ii-m) = {r.cli_maintained_own / r.writer_maintained:.3f}",
+        ),
+    ]
+    for name, rate, note in rows:
+        print(f"{name:42s} {rate:8.0f} chunks/s   {note}")
+    if r.functions:
+        spent = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in r.functions.items())
+        print(f"(ii) deferred, PostgreSQL's time in the BM25 functions: {spent}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--maintained", type=int, default=4_000)
+    parser.add_argument("--batch-size", type=int, default=SERVICE_BATCH_SIZE)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--language", default="english")
+    parser.add_argument("--profile", type=Path)
+    args = parser.parse_args()
+    records = make_records(args.records)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    with fast_embedder() as env:
+        settings = load_settings(
+            **{k.removeprefix("CARI_").lower(): v for k, v in env.items()},
+            reembed_interval_s=0,
+            statement_timeout_ms=0,
+        )
+        report = asyncio.run(
+            run(
+                records,
+                settings=settings,
+                maintained=min(args.maintained, args.records),
+                batch_size=args.batch_size,
+                workers=args.workers,
+                language=args.language,
+                env={**os.environ, **env},
+                profile=args.profile,
+            )
+        )
+    show(report, load)
+    if args.profile is not None:
+        print(f"(iii)'s Python CPU by stage (py-spy, {args.profile}):")
+        for name, seconds in stages(args.profile.read_text()).items():
+            print(f"  {name:40s} {seconds:6.2f} s")
+    print("load average at the end", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+
+
+if __name__ == "__main__":
+    main()
