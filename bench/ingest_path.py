@@ -222,9 +222,9 @@ async def run(
         writer_deferred=rows.chunks / (load + build),
         writer_maintained=small.chunks / load_kept,
         cli_bulk=rows.chunks / cli_bulk,
-        cli_bulk_own=rows.chunks / cli_bulk_own,
+        cli_bulk_own=cli_bulk_own,
         cli_maintained=small.chunks / cli_kept,
-        cli_maintained_own=small.chunks / cli_kept_own,
+        cli_maintained_own=cli_kept_own,
         stored=stored,
         functions=functions,
     )
@@ -388,14 +388,15 @@ def stages(raw: str, rate: int = 100) -> dict[str, float]:
     return seconds
 
 
-SUMMARY = re.compile(r"(\d+) chunks in ([\d.]+) s")
+# "2000 chunks in 4.5 s (440.6 chunks/s)": the rate, as the seconds are rounded to 0.1 s.
+SUMMARY = re.compile(r"(\d+) chunks in [\d.]+ s \(([\d.]+) chunks/s\)")
 
 
 def cli(
     dsn: str, env: Mapping[str, str], path: Path, options: Sequence[str], profile: Path | None
 ) -> tuple[float, float]:
     """`cari ingest PATH` into a new collection as a subprocess: its wall-clock seconds and the
-    seconds it reports itself (from its first batch's start to its end)."""
+    rate it reports itself (chunks/s from its first batch's start to its end)."""
     command = [
         sys.executable,
         "-m",
