@@ -16,9 +16,11 @@ answering 384-d vectors at once. On the same records, in one run, each in a fres
       the first `--maintained` records, with the HNSW index maintained row by row;
 (iii) `cari ingest --bulk` of the JSON Lines file, a subprocess (its start-up included);
 (iv)  `cari ingest` without `--bulk` of the first `--maintained` records, into a database whose
-      HNSW index is kept.
+      HNSW index is kept;
+(v)   the same records over HTTP: `POST …/documents` batches of 100 from 4 concurrent clients
+      to a `cari serve` (a subprocess; HNSW kept), from the first request to the last answer.
 
-Prints chunks/s and the ratios (iii)/(ii deferred), (iv)/(ii maintained). `--profile OUT`
+Prints chunks/s and the ratios (iii)/(ii deferred), (iv) and (v)/(ii maintained). `--profile OUT`
 runs (iii) under `py-spy record --format raw` (py-spy must be installed) and writes its stacks
 to OUT. Runs on DATABASE_URL's server if set, else on a throwaway embedded server.
 """
@@ -27,9 +29,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -40,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import httpx
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
@@ -154,6 +159,7 @@ class Report:
     cli_bulk_own: float  # (iii) as `cari ingest` reports it (after its start-up)
     cli_maintained: float  # (iv)
     cli_maintained_own: float
+    http_batches: float  # (v)
     stored: dict[str, int]  # chunks stored per stage, to check every stage wrote every chunk
     # PostgreSQL's time in the BM25 functions during (ii)'s load (track_functions; empty if the
     # server refused to track them: it takes a superuser), summed over the writers' sessions.
@@ -210,6 +216,10 @@ async def run(
         cli_kept, cli_kept_own = cli(dsn, env, head, options, None)
         stored["cli_maintained"] = await _stored(dsn, settings)
 
+        dsn = await _database(f"{prefix}_http", settings, language)
+        http_seconds = await http_batches(dsn, env, records[:maintained])
+        stored["http"] = await _stored(dsn, settings)
+
     return Report(
         records=len(records),
         chunks=rows.chunks,
@@ -225,6 +235,7 @@ async def run(
         cli_bulk_own=cli_bulk_own,
         cli_maintained=small.chunks / cli_kept,
         cli_maintained_own=cli_kept_own,
+        http_batches=small.chunks / http_seconds,
         stored=stored,
         functions=functions,
     )
@@ -421,6 +432,52 @@ def cli(
     return seconds, float(summary.group(2))
 
 
+HTTP_CLIENTS = 4
+HTTP_BATCH = 100
+
+
+async def http_batches(
+    dsn: str, env: Mapping[str, str], records: Sequence[Mapping[str, str]]
+) -> float:
+    """(v): seconds for `HTTP_CLIENTS` clients to POST `records` to a `cari serve` on `dsn` in
+    batches of `HTTP_BATCH`, each client sending its next batch once the last is answered."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    environment = {**env, "DATABASE_URL": dsn, "CARI_REEMBED_INTERVAL_S": "0"}
+    environment.update({"CARI_PORT": str(port), "CARI_LOG_LEVEL": "WARNING"})
+    server = subprocess.Popen(
+        [sys.executable, "-m", "cari.cli", "serve"], env=environment, stderr=subprocess.DEVNULL
+    )
+    base = f"http://127.0.0.1:{port}"
+    batches = [list(records[i : i + HTTP_BATCH]) for i in range(0, len(records), HTTP_BATCH)]
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=600) as client:
+            for _ in range(600):  # its start-up is not part of the figure
+                with contextlib.suppress(httpx.TransportError):
+                    if (await client.get("/readyz")).status_code == 200:
+                        break
+                await anyio.sleep(0.1)
+            else:
+                raise RuntimeError("cari serve did not get ready")
+            url = f"/v1/collections/{COLLECTION}/documents"
+
+            async def send() -> None:
+                while batches:
+                    answer = await client.post(url, json={"documents": batches.pop()})
+                    if answer.status_code != 200 or answer.json()["rejected"]:
+                        raise RuntimeError(f"a batch failed: {answer.text[:500]}")
+
+            started = time.perf_counter()
+            async with anyio.create_task_group() as clients:
+                for _ in range(HTTP_CLIENTS):
+                    clients.start_soon(send)
+            return time.perf_counter() - started
+    finally:
+        server.terminate()
+        server.wait()
+
+
 def show(report: Report, load: str) -> None:
     r = report
     print(
@@ -457,6 +514,11 @@ def show(report: Report, load: str) -> None:
             "        as it reports itself",
             r.cli_maintained_own,
             f"/(ii-m) = {r.cli_maintained_own / r.writer_maintained:.3f}",
+        ),
+        (
+            f"(v)   HTTP, {HTTP_CLIENTS} clients x {HTTP_BATCH}-document batches",
+            r.http_batches,
+            f"/(ii-m) = {r.http_batches / r.writer_maintained:.3f}",
         ),
     ]
     for name, rate, note in rows:

@@ -88,6 +88,7 @@ def test_every_stage_stores_the_same_rows(server_url: str, clean_env: dict[str, 
         "cli_bulk": 40,
         "writer_maintained": 15,
         "cli_maintained": 15,
+        "http": 15,
     }
     rates = [
         report.raw_copy,
@@ -100,6 +101,7 @@ def test_every_stage_stores_the_same_rows(server_url: str, clean_env: dict[str, 
         report.cli_bulk_own,
         report.cli_maintained,
         report.cli_maintained_own,
+        report.http_batches,
     ]
     assert all(math.isfinite(rate) and rate > 0 for rate in rates)
     assert report.writer_deferred < report.writer_load  # the build's time counts
@@ -121,7 +123,7 @@ def test_every_stage_stores_the_same_rows(server_url: str, clean_env: dict[str, 
     # The writer's precomputed vectors are the ones the CLI got from the embedder.
     assert rows("writer") == rows("cli_bulk")
     assert len(rows("writer")) == RECORDS
-    assert rows("writer_hnsw") == rows("cli")
+    assert rows("writer_hnsw") == rows("cli") == rows("http")
     with psycopg.connect(psycopg.conninfo.make_conninfo(server_url, dbname=f"{prefix}_cli")) as c:
         postings = c.execute("SELECT count(DISTINCT chunk_id) FROM postings").fetchone()
         index = c.execute("SELECT to_regclass('chunks_embedding_idx')::text").fetchone()
