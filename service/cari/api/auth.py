@@ -11,7 +11,8 @@ from litestar.handlers.base import BaseRouteHandler
 from cari.settings import Settings
 
 
-def require_api_key(connection: ASGIConnection, _: BaseRouteHandler) -> None:  # type: ignore[type-arg]
+# Async, though it awaits nothing: Litestar runs a sync guard in a worker thread.
+async def require_api_key(connection: ASGIConnection, _: BaseRouteHandler) -> None:  # type: ignore[type-arg]
     settings: Settings = connection.app.state.settings
     if not settings.api_keys:
         return

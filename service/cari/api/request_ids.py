@@ -53,8 +53,10 @@ class RequestIdMiddleware(ASGIMiddleware):
             logs.request_id.reset(token)
 
 
-def echo_request_id(message: Message, scope: Scope) -> None:
-    """`before_send` hook: the id in the response's headers."""
+async def echo_request_id(message: Message, scope: Scope) -> None:
+    """`before_send` hook: the id in the response's headers. Async, though it awaits nothing:
+    Litestar runs a sync hook in a worker thread, two thread hops a request (+0.35 ms on
+    GET /v1/collections/{c})."""
     if message["type"] == "http.response.start":
         found = request_id(scope)
         # A request that matched no route skipped the middleware: the server's access log
