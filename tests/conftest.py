@@ -21,7 +21,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from cari import embedded, migrations
-from cari.api import create_app
+from cari.api.app import create_app
 from cari.settings import LOCAL_EMBEDDING_DIMENSION, Settings
 from tests.fake_llm import FakeLLM
 from tests.fake_openai import FakeOpenAI

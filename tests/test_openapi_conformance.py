@@ -26,7 +26,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from cari.api import create_app
+from cari.api.app import create_app
 from cari.settings import LOCAL_EMBEDDING_DIMENSION
 from tests.conftest import settings_for
 from tests.fake_openai import FakeOpenAI

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
-from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
 from psycopg import sql
 
 from cari.errors import InvalidInput
@@ -16,10 +12,18 @@ from cari.queries import query
 from cari.resources import folder
 from cari.settings import Settings
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 ALEMBIC_DIR = folder("alembic")
+
+# Alembic is imported where it runs: importing it loads SQLAlchemy (~0.4 s), which the modules
+# that only read the revision (/readyz, and the client through the API's structs) never need.
 
 
 def _config(dsn: str, settings: Settings) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(ALEMBIC_DIR))
     # env.py connects with this DSN and reads index parameters from these settings.
@@ -29,6 +33,9 @@ def _config(dsn: str, settings: Settings) -> Config:
 
 
 def upgrade(dsn: str, settings: Settings, revision: str = "head") -> None:
+    from alembic import command
+    from alembic.util import CommandError
+
     try:
         command.upgrade(_config(dsn, settings), revision)
     except CommandError as exc:
@@ -36,6 +43,9 @@ def upgrade(dsn: str, settings: Settings, revision: str = "head") -> None:
 
 
 def downgrade(dsn: str, settings: Settings, revision: str) -> None:
+    from alembic import command
+    from alembic.util import CommandError
+
     try:
         command.downgrade(_config(dsn, settings), revision)
     except CommandError as exc:
@@ -43,6 +53,8 @@ def downgrade(dsn: str, settings: Settings, revision: str) -> None:
 
 
 def head() -> str:
+    from alembic.script import ScriptDirectory
+
     script = ScriptDirectory(str(ALEMBIC_DIR))
     revision = script.get_current_head()
     assert revision is not None, "the alembic folder has no revisions"

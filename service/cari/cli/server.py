@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 def serve(host: str | None, port: int | None, allow_unauthenticated: bool | None) -> None:
     import uvicorn
 
-    from cari.api import create_app
+    from cari.api.app import create_app
     from cari.runtime import check
 
     config = settings(host=host, port=port, allow_unauthenticated=allow_unauthenticated)
