@@ -6,7 +6,14 @@ import psycopg
 from psycopg_pool import PoolTimeout
 
 from cari import embedded
-from cari.errors import CariError, ConfigError, DatabaseBusy, DatabaseUnavailable, StatementTimeout
+from cari.errors import (
+    CariError,
+    ConfigError,
+    DatabaseBusy,
+    DatabaseUnavailable,
+    InvalidInput,
+    StatementTimeout,
+)
 from cari.queries import query
 from cari.settings import Settings
 
@@ -26,6 +33,12 @@ def database_url(settings: Settings, *, keep_running: bool = False) -> str:
 # failover takes seconds; a full pool frees up in about a request's time.
 DATABASE_RETRY_AFTER_S = 5
 POOL_RETRY_AFTER_S = 1
+
+
+def refused(exc: psycopg.DataError, field: str) -> InvalidInput:
+    """A value PostgreSQL refuses (a NUL in text, say): the caller's input, named `field`, in
+    PostgreSQL's own words on one line."""
+    return InvalidInput(field, "invalid value: " + " ".join(str(exc).split()))
 
 
 def failure(exc: Exception, settings: Settings) -> CariError:

@@ -13,7 +13,6 @@ import binascii
 import logging
 import math
 import os
-import random
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ import numpy.typing as npt
 import openai
 
 from cari.errors import ConfigError, EmbedderBusy, EmbedderUnavailable, Retryable
-from cari.remote import one_line, redacted, retry_after, retryable, server_message
+from cari.remote import backoff, one_line, redacted, retry_after, retryable, server_message
 from cari.settings import LOCAL_EMBEDDING_DIMENSION, Settings
 
 log = logging.getLogger(__name__)
@@ -348,19 +347,15 @@ class OpenAIEmbedder:
                 if attempt >= self.max_retries:
                     tries = f"{attempt + 1} attempt{'s' if attempt else ''}"
                     raise self._unavailable(f"failed ({tries}): {retry.reason}") from None
-                await anyio.sleep(self._backoff(attempt, retry.wait))
+                await anyio.sleep(
+                    backoff(attempt, self.backoff_base_s, self.backoff_cap_s, retry.wait)
+                )
                 attempt += 1
 
     def _unavailable(self, what: str) -> EmbedderUnavailable:
         """The error names no endpoint (it reaches API clients); the log line does."""
         log.warning("embedding service at %s %s", self.endpoint, what)
         return EmbedderUnavailable(f"embedding service {what}")
-
-    def _backoff(self, attempt: int, asked: float | None) -> float:
-        if asked is not None:
-            return min(asked, self.backoff_cap_s)
-        ceiling = min(self.backoff_cap_s, self.backoff_base_s * 2.0**attempt)
-        return ceiling / 2 + random.uniform(0, ceiling / 2)
 
     async def _attempt(self, inputs: list[str]) -> list[Vector]:
         try:

@@ -118,6 +118,24 @@ class InvalidInput(CariError):
         self.field = field
         self.reason = reason
 
+    @classmethod
+    def from_msgspec(cls, message: str, whole: str) -> InvalidInput:
+        """A msgspec validation message as the field it is about: "Expected `int` <= 50 - at
+        `$.top_k`" names it after "at", "Object missing required field `query`" (or "contains
+        unknown field") in backquotes; any other is about `whole`."""
+        text, sep, where = message.rpartition(" - at `$.")
+        if sep:
+            return cls(where.rstrip("`").split(".")[0].split("[")[0], text)
+        if message.startswith(NAMES_A_FIELD) and message.count("`") >= 2:
+            return cls(message.split("`")[1], message)
+        return cls(whole, message)
+
+
+# How msgspec's messages about a missing or an unknown field begin (they have no location).
+MISSING_FIELD = "Object missing required field"
+UNKNOWN_FIELD = "Object contains unknown field"
+NAMES_A_FIELD = (MISSING_FIELD, UNKNOWN_FIELD)
+
 
 class InvalidBody(CariError):
     """The request body cannot be decoded at all (no field to name)."""

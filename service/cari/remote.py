@@ -5,6 +5,7 @@ to wait, and messages that fit on one line and never show a password."""
 from __future__ import annotations
 
 import email.utils
+import random
 import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -37,6 +38,15 @@ def server_message(exc: openai.APIStatusError) -> str:
     if isinstance(body, str) and body.strip():
         return one_line(body)
     return exc.response.reason_phrase or "no reason given"
+
+
+def backoff(attempt: int, base_s: float, cap_s: float, asked: float | None) -> float:
+    """Seconds before retry `attempt` (0 first): what the server asked for, up to `cap_s`, else
+    an exponential backoff with jitter (half fixed, half random, so clients spread out)."""
+    if asked is not None:
+        return min(asked, cap_s)
+    ceiling = min(cap_s, base_s * 2.0**attempt)
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
 def retry_after(headers: Any) -> float | None:

@@ -169,7 +169,7 @@ def to_document(raw: object, settings: Settings, *, path_id: str | None = None) 
     try:
         spec = msgspec.convert(raw, DocumentIn)
     except msgspec.ValidationError as exc:
-        raise InvalidInput(*_split_validation(str(exc))) from None
+        raise InvalidInput.from_msgspec(str(exc), "document") from None
     if path_id is not None and not 1 <= len(path_id) <= 512:
         raise InvalidInput("id", f"must be 1 to 512 characters, not {len(path_id)}")
     if path_id is not None and spec.id not in (None, path_id):
@@ -199,14 +199,6 @@ def to_document(raw: object, settings: Settings, *, path_id: str | None = None) 
     )
     store.check_storable(document)
     return document
-
-
-def _split_validation(message: str) -> tuple[str, str]:
-    """msgspec says "Expected `str` of length <= 512 - at `$.id`": (field, what is wrong)."""
-    text, sep, where = message.rpartition(" - at `$.")
-    if not sep:
-        return "document", message
-    return where.rstrip("`").split(".")[0].split("[")[0], text
 
 
 def _validate_batch(

@@ -147,9 +147,7 @@ def _field(item: dict[str, Any]) -> str:
     key = str(item.get("key", "data"))
     if key != "data":
         return key
-    message = str(item.get("message", ""))
-    named = message.startswith(("Object missing required field", "Object contains unknown field"))
-    return message.split("`")[1] if named and message.count("`") >= 2 else "body"
+    return InvalidInput.from_msgspec(str(item.get("message", "")), "body").field
 
 
 def database_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
@@ -160,10 +158,9 @@ def database_error(request: Request[Any, Any, Any], exc: Exception) -> Response[
     return cari_error(request, error)
 
 
-def bad_value(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+def bad_value(request: Request[Any, Any, Any], exc: psycopg.DataError) -> Response[Any]:
     """A value PostgreSQL refuses (a NUL in a path, say): the client's input, not a 500."""
-    message = " ".join(str(exc).split())
-    return cari_error(request, InvalidInput("request", f"invalid value: {message}"))
+    return cari_error(request, db.refused(exc, "request"))
 
 
 def nested_too_deeply(request: Request[Any, Any, Any], exc: RecursionError) -> Response[Any]:

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any, Literal, NoReturn, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 import numpy as np
@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from cari.embed import Embedder
-from cari.errors import InvalidInput, NotFound
+from cari.errors import MISSING_FIELD, UNKNOWN_FIELD, InvalidInput, NotFound
 from cari.ingest.store import CollectionRef, collection_ref, json_strings
 from cari.queries import query
 
@@ -193,21 +193,13 @@ def _convert(raw: object, kind: type[S]) -> S:
     try:
         return msgspec.convert(raw, kind)
     except msgspec.ValidationError as exc:
-        # msgspec says "Expected `int`, got `str` - at `$.tenor_months`".
-        text, sep, where = str(exc).rpartition(" - at `$.")
-        if not sep:
-            _missing_or_unknown(str(exc))
-        raise InvalidInput(where.rstrip("`").split(".")[0].split("[")[0], text) from None
-
-
-def _missing_or_unknown(message: str) -> NoReturn:
-    """msgspec names a missing or unknown field in backquotes, without a location."""
-    field = message.split("`")[1] if message.count("`") >= 2 else "item"
-    if message.startswith("Object missing required field"):
-        raise InvalidInput(field, "is required")
-    if message.startswith("Object contains unknown field"):
-        raise InvalidInput(field, "is not a known field")
-    raise InvalidInput("item", message)
+        error = InvalidInput.from_msgspec(str(exc), "item")
+        # An item's report says it in words of its own: "items[3].colour: is not a known field".
+        if error.reason.startswith(MISSING_FIELD):
+            raise InvalidInput(error.field, "is required") from None
+        if error.reason.startswith(UNKNOWN_FIELD):
+            raise InvalidInput(error.field, "is not a known field") from None
+        raise error from None
 
 
 def _text(field: str, value: str, limit: int | None = None) -> str:

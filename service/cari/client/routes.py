@@ -10,7 +10,6 @@ shapes; tests/test_client_schema.py checks this table against the OpenAPI docume
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -42,7 +41,7 @@ from cari.errors import (
     UnavailableError,
 )
 from cari.ingest.stored import Document
-from cari.remote import retry_after
+from cari.remote import backoff, retry_after
 from cari.search.engine import SearchRequest, SearchResponse
 
 T = TypeVar("T")
@@ -264,8 +263,4 @@ class Retries:
             return None
         if problem(response).code == "statement_timeout":
             return None
-        asked = retry_after(response.headers)
-        if asked is not None:
-            return min(asked, self.cap_s)
-        ceiling = min(self.cap_s, self.base_s * 2.0**attempt)
-        return ceiling / 2 + random.uniform(0, ceiling / 2)
+        return backoff(attempt, self.base_s, self.cap_s, retry_after(response.headers))

@@ -26,7 +26,7 @@ from psycopg_pool import PoolTimeout
 
 import cari
 from cari import db
-from cari.errors import CariError, InvalidInput
+from cari.errors import CariError
 from cari.mcp import tools
 from cari.runtime import Runtime
 
@@ -77,8 +77,7 @@ def build(rt: Runtime) -> Server[Any]:
             log.warning("database error in MCP tool %s: %s", tool.name, exc)
             return _error(db.failure(exc, rt.settings).message)
         except psycopg.DataError as exc:  # a value PostgreSQL refuses: the caller's input
-            reason = " ".join(str(exc).split())
-            return _error(InvalidInput("arguments", f"invalid value: {reason}").message)
+            return _error(db.refused(exc, "arguments").message)
         structured = msgspec.to_builtins(result)
         return types.CallToolResult(
             # The same JSON as text, for clients that do not read structured content.

@@ -186,15 +186,4 @@ def _convert(value: Any, type_: Any, what: str) -> Any:
     try:
         return msgspec.convert(value, type_)
     except msgspec.ValidationError as exc:
-        raise InvalidInput(*_field_and_reason(str(exc), what)) from None
-
-
-def _field_and_reason(message: str, what: str) -> tuple[str, str]:
-    """msgspec says "Expected `int` <= 50 - at `$.top_k`" or "Object missing required field
-    `query`": (the field, what is wrong)."""
-    text, sep, where = message.rpartition(" - at `$.")
-    if sep:
-        return where.rstrip("`").split(".")[0].split("[")[0], text
-    if message.startswith(("Object missing required field", "Object contains unknown field")):
-        return message.split("`")[1], message
-    return what, message
+        raise InvalidInput.from_msgspec(str(exc), what) from None
