@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -51,6 +49,7 @@ from psycopg.types.json import Jsonb
 
 from bench.database import fresh_database
 from bench.fast_embedder import DIMENSION, vector_for
+from bench.load import served
 from cari import collection as collections
 from cari.cli.documents import SERVICE_BATCH_SIZE
 from cari.ingest import bulk, store
@@ -441,41 +440,25 @@ async def http_batches(
 ) -> float:
     """(v): seconds for `HTTP_CLIENTS` clients to POST `records` to a `cari serve` on `dsn` in
     batches of `HTTP_BATCH`, each client sending its next batch once the last is answered."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    environment = {**env, "DATABASE_URL": dsn, "CARI_REEMBED_INTERVAL_S": "0"}
-    environment.update({"CARI_PORT": str(port), "CARI_LOG_LEVEL": "WARNING"})
-    server = subprocess.Popen(
-        [sys.executable, "-m", "cari.cli", "serve"], env=environment, stderr=subprocess.DEVNULL
-    )
-    base = f"http://127.0.0.1:{port}"
     batches = [list(records[i : i + HTTP_BATCH]) for i in range(0, len(records), HTTP_BATCH)]
-    try:
-        async with httpx.AsyncClient(base_url=base, timeout=600) as client:
-            for _ in range(600):  # its start-up is not part of the figure
-                with contextlib.suppress(httpx.TransportError):
-                    if (await client.get("/readyz")).status_code == 200:
-                        break
-                await anyio.sleep(0.1)
-            else:
-                raise RuntimeError("cari serve did not get ready")
-            url = f"/v1/collections/{COLLECTION}/documents"
+    url = f"/v1/collections/{COLLECTION}/documents"
+    # Its start-up is not part of the figure: `served` yields once it is ready.
+    async with (
+        served(dsn, {**env, "CARI_LOG_LEVEL": "WARNING"}) as server,
+        httpx.AsyncClient(base_url=server.url, timeout=600) as client,
+    ):
 
-            async def send() -> None:
-                while batches:
-                    answer = await client.post(url, json={"documents": batches.pop()})
-                    if answer.status_code != 200 or answer.json()["rejected"]:
-                        raise RuntimeError(f"a batch failed: {answer.text[:500]}")
+        async def send() -> None:
+            while batches:
+                answer = await client.post(url, json={"documents": batches.pop()})
+                if answer.status_code != 200 or answer.json()["rejected"]:
+                    raise RuntimeError(f"a batch failed: {answer.text[:500]}")
 
-            started = time.perf_counter()
-            async with anyio.create_task_group() as clients:
-                for _ in range(HTTP_CLIENTS):
-                    clients.start_soon(send)
-            return time.perf_counter() - started
-    finally:
-        server.terminate()
-        server.wait()
+        started = time.perf_counter()
+        async with anyio.create_task_group() as clients:
+            for _ in range(HTTP_CLIENTS):
+                clients.start_soon(send)
+        return time.perf_counter() - started
 
 
 def show(report: Report, load: str) -> None:
