@@ -162,7 +162,7 @@ class Answerer:
         search = SearchRequest(
             query=request.query,
             mode=request.mode,
-            top_k=request.top_k or settings.top_k,
+            top_k=request.top_k,
             threshold=request.threshold,
             filters=request.filters,
             # On by default for answers, but only where a reranker is configured.
