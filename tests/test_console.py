@@ -263,6 +263,12 @@ def test_search_shows_each_result_with_its_evidence(browser: WebDriver, server: 
         for li in browser.find_elements(By.CSS_SELECTOR, "#side-a .waterfall li")
     ]
     assert {"keyword", "embed", "vector", "fuse", "relevance", "total"} <= set(stages)
+    # Every control is named for assistive technology: by its label.
+    unnamed = browser.execute_script(
+        "return [...document.querySelectorAll('input, select, textarea, button')]"
+        ".filter(e => !(e.labels?.length || e.textContent.trim())).map(e => e.outerHTML)"
+    )
+    assert unnamed == []
     screenshot(browser, "search")
     screenshot(browser, "plan", browser.find_element(By.CSS_SELECTOR, "#side-a .plan"))
     screenshot(browser, "timings", browser.find_element(By.CSS_SELECTOR, "#side-a .timings"))
