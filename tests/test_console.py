@@ -390,3 +390,29 @@ def test_the_answer_streams_with_clickable_citations(browser: WebDriver, server:
     assert "target" in (second.get_attribute("class") or "").split()
     assert browser.switch_to.active_element == second
     screenshot(browser, "answer", answer)
+
+
+def test_filters_apply_and_bad_ones_are_named(browser: WebDriver, server: str) -> None:
+    open_console(browser, server, "cars")
+    filters = browser.find_element(By.ID, "a-filters")
+    error = browser.find_element(By.CSS_SELECTOR, "#side-a .field-error")
+    before = run(browser, "a")
+    filters.send_keys('{"document_ids": ')
+    wait(browser, lambda _: error.text.startswith("Filters: not JSON"))
+    assert filters.get_attribute("aria-invalid") == "true"
+    assert run(browser, "a") == before  # nothing was searched
+
+    # JSON, but no filter the API knows: its problem detail is shown.
+    set_value(browser, "a-filters", '{"colour": "red"}')
+    summary = browser.find_element(By.CSS_SELECTOR, "#side-a .summary")
+    wait(browser, lambda _: summary.text.startswith("Search failed: filters"))
+    assert browser.find_element(By.ID, "status").get_attribute("data-kind") == "error"
+
+    set_value(browser, "a-filters", '{"document_ids": ["pressure", "swap"]}')
+    wait(browser, lambda _: not error.text and summary.text.startswith("2 results"))
+    chosen = {"document_ids": ["pressure", "swap"]}
+    assert shown_ids(browser, "a") == search_ids(server, "cars", filters=chosen)
+    assert {
+        item.find_element(By.CSS_SELECTOR, ".source").text
+        for item in browser.find_elements(By.CSS_SELECTOR, "#side-a .results > li")
+    } == {"pressure", "swap"}

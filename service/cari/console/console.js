@@ -171,8 +171,10 @@ function render(query, names, run) {
     const response = state.responses[name];
     const list = $(".results", section);
     list.removeAttribute("aria-busy");
+    section.dataset.run = run;
     if (!response) {
       list.replaceChildren();
+      for (const part of [".dropped-list", ".plan-body", ".waterfall"]) $(part, section).replaceChildren();
       continue;
     }
     const moves = name === "b" ? movements(b, a, "A") : onlyIn(a, b, "B");
@@ -191,7 +193,6 @@ function render(query, names, run) {
     for (const setting of ["ef_search", "candidates"]) {
       $(`[data-setting="${setting}"]`, section).placeholder = response.explain[setting].requested;
     }
-    section.dataset.run = run;
   }
 }
 
@@ -309,6 +310,7 @@ async function answer() {
   const body = { query, stream: true };
   for (const setting of used) body[setting] = chosen[setting];
   let written = "";
+  let failed = false;
   const numbers = new Set();
   const onEvent = (name, data) => {
     if (name === "search_complete") {
@@ -329,6 +331,7 @@ async function answer() {
       parts.push(...data.warnings);
       $("#answer-meta").textContent = parts.join(" · ");
     } else if (name === "error") {
+      failed = true;
       text.append(el("p", { class: "error", role: "alert", text: `The answer stopped: ${data.message}` }));
     }
   };
@@ -336,14 +339,13 @@ async function answer() {
     await stream(`/collections/${encodeURIComponent(state.collection.name)}/answer`, body, onEvent, {
       signal: controller.signal,
     });
-    section.dataset.state = "done";
+    section.dataset.state = failed ? "failed" : "done";
   } catch (exc) {
-    if (exc.name === "AbortError") return;
+    if (exc.name === "AbortError") return; // a newer answer replaced this one
     section.dataset.state = "failed";
     showError(exc);
-  } finally {
-    text.setAttribute("aria-busy", "false");
   }
+  text.setAttribute("aria-busy", "false");
 }
 
 function source(number, result, query) {
