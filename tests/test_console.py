@@ -18,7 +18,6 @@ from typing import Any
 import httpx
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -210,15 +209,14 @@ def run(driver: WebDriver, side: str) -> int:
 
 
 def rendered(driver: WebDriver, side: str, after: int) -> None:
-    """Wait for the side's results from a search newer than `after`, and for no more to come
-    (a change of setting is debounced)."""
-    wait(driver, lambda d: run(d, side) > after)
-    settled = run(driver, side)
-    try:
-        wait(driver, lambda d: run(d, side) > settled, seconds=0.6)
-    except TimeoutException:
-        return
-    rendered(driver, side, settled)
+    """Wait for the side's results from a search newer than `after`, and for no search to be
+    pending (the page marks the results busy from a change until its search is shown)."""
+
+    def shown(d: WebDriver) -> bool:
+        results = d.find_element(By.CSS_SELECTOR, f"#side-{side} .results")
+        return run(d, side) > after and results.get_attribute("aria-busy") is None
+
+    wait(driver, shown)
 
 
 def shown_ids(driver: WebDriver, side: str) -> list[str]:

@@ -83,9 +83,18 @@ function showError(exc) {
   if (exc instanceof ApiError && exc.status === 401) $("#api-key").focus();
 }
 
+// Results are busy from a change until the search it starts has been shown (or not started).
+function busy(on) {
+  for (const section of Object.values(sides)) {
+    if (on) $(".results", section).setAttribute("aria-busy", "true");
+    else $(".results", section).removeAttribute("aria-busy");
+  }
+}
+
 let timer = null;
 function schedule() {
   clearTimeout(timer);
+  busy(true);
   timer = setTimeout(refresh, 250);
 }
 
@@ -96,19 +105,21 @@ function comparing() {
 async function refresh() {
   const query = $("#query").value.trim();
   const names = comparing() ? ["a", "b"] : ["a"];
-  if (!query || !state.collection) return;
+  if (!query || !state.collection) return busy(false);
   const run = ++state.run;
   let bodies;
   try {
     bodies = names.map((name) => ({ query, explain: true, ...settingsOf(name) }));
   } catch (exc) {
+    busy(false);
     if (exc instanceof FieldError) return;
     throw exc;
   }
-  for (const name of names) $(".results", sides[name]).setAttribute("aria-busy", "true");
+  busy(true);
   const path = `/collections/${encodeURIComponent(state.collection.name)}/search`;
   const outcomes = await Promise.allSettled(bodies.map((body) => call("POST", path, body)));
   if (run !== state.run) return; // a newer search has started: its results will show
+  busy(false);
   state.responses = {};
   names.forEach((name, index) => {
     const outcome = outcomes[index];
@@ -170,7 +181,6 @@ function render(query, names, run) {
     const section = sides[name];
     const response = state.responses[name];
     const list = $(".results", section);
-    list.removeAttribute("aria-busy");
     section.dataset.run = run;
     if (!response) {
       list.replaceChildren();
