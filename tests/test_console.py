@@ -400,6 +400,11 @@ def test_filters_apply_and_bad_ones_are_named(browser: WebDriver, server: str) -
     assert filters.get_attribute("aria-invalid") == "true"
     assert run(browser, "a") == before  # nothing was searched
 
+    filters.clear()
+    set_value(browser, "a-threshold", "1e")  # a number field holding no number
+    wait(browser, lambda _: error.text == "Threshold: not a number")
+    browser.find_element(By.ID, "a-threshold").clear()
+
     # JSON, but no filter the API knows: its problem detail is shown.
     set_value(browser, "a-filters", '{"colour": "red"}')
     summary = browser.find_element(By.CSS_SELECTOR, "#side-a .summary")

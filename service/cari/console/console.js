@@ -27,7 +27,6 @@ class FieldError extends Error {}
 function makeSide(name, title) {
   const section = $("#side-template").content.firstElementChild.cloneNode(true);
   section.id = `side-${name}`;
-  section.dataset.side = name;
   const heading = $(".side-title", section);
   heading.id = `side-${name}-title`;
   heading.textContent = title;
@@ -51,6 +50,12 @@ function settingsOf(name) {
   for (const input of section.querySelectorAll("[data-setting]")) {
     const key = input.dataset.setting;
     input.removeAttribute("aria-invalid");
+    if (input.validity.badInput) {
+      // A number field holding what is not a number reads as empty: say so, do not search.
+      input.setAttribute("aria-invalid", "true");
+      error.textContent = `${input.labels[0].textContent.trim()}: not a number`;
+      throw new FieldError(error.textContent);
+    }
     if (input.type === "checkbox") {
       chosen[key] = input.checked;
     } else if (input.value.trim() !== "") {
