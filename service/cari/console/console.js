@@ -252,7 +252,7 @@ function showDefaults() {
   for (const section of Object.values(sides)) {
     for (const [setting, field] of Object.entries(DEFAULTS)) {
       const input = $(`[data-setting="${setting}"]`, section);
-      if (input.tagName === "SELECT") input.options[0].textContent = `default (${c[field]})`;
+      if (input.tagName === "SELECT") input.options[0].textContent = `(${c[field]})`;
       else input.placeholder = c[field];
     }
   }
