@@ -112,7 +112,10 @@ def test_the_console_page_needs_nothing_beyond_the_service(dsn: str) -> None:
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
     missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.is_file()]
     if missing:
-        reason = f"no browser to drive: {', '.join(missing)} missing (Debian: chromium-driver)"
+        reason = (
+            f"no browser to drive: {', '.join(missing)} missing "
+            "(Debian: apt-get install chromium chromium-driver)"
+        )
         if os.environ.get("CARI_REQUIRE_BROWSER"):
             pytest.fail(f"{reason}, and CARI_REQUIRE_BROWSER is set")
         pytest.skip(reason)
