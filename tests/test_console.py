@@ -422,3 +422,21 @@ def test_filters_apply_and_bad_ones_are_named(browser: WebDriver, server: str) -
         item.find_element(By.CSS_SELECTOR, ".source").text
         for item in browser.find_elements(By.CSS_SELECTOR, "#side-a .results > li")
     } == {"pressure", "swap"}
+
+
+def test_a_split_question_shows_its_sub_queries(browser: WebDriver, server: str) -> None:
+    question = "tire rotation vs brake pads"
+    open_console(browser, server, "cars", question)
+    found = search(server, "cars", question, explain=True)
+    parts = found["explain"]["decomposition"]["sub_queries"]
+    assert len(parts) == 2
+    plan = browser.find_element(By.CSS_SELECTOR, "#side-a .plan-body")
+    assert "into 2 sub-queries" in plan.text
+    shown = [q.text for q in plan.find_elements(By.CSS_SELECTOR, ".sub-queries q")]
+    assert shown == parts
+    assert shown_ids(browser, "a") == [result["id"] for result in found["results"]]
+    # Each result says which sub-query kept it.
+    whys = [w.text for w in browser.find_elements(By.CSS_SELECTOR, "#side-a .results .why")]
+    assert {part for part in parts if any(f"(sub-query “{part}”)" in why for why in whys)} == set(
+        parts
+    )
