@@ -11,6 +11,7 @@ import subprocess
 import sys
 import sysconfig
 import tomllib
+import urllib.request
 from importlib.metadata import distribution, packages_distributions
 from pathlib import Path
 
@@ -79,6 +80,10 @@ def test_the_installed_wheel_serves_ingests_and_searches(
     assert Path(sql) == Path(module).parent / "sql" and Path(sql, "collection_get.sql").is_file()
     assert Path(alembic) == Path(module).parent / "alembic"
     assert str(ROOT / "service") not in path, path  # the editable install's .pth was not read
+    console = Path(module).parent / "console"  # the search console's page and scripts
+    assert {"index.html", "console.js", "api.js", "render.js", "console.css"} <= {
+        file.name for file in console.iterdir()
+    }
 
     # A database never migrated: the wheel's migrations create the schema when it serves.
     with serving(env, cari=[str(bin_dir / "cari")]) as base:
@@ -98,6 +103,8 @@ def test_the_installed_wheel_serves_ingests_and_searches(
         results = body["results"]
         assert isinstance(results, list) and results, body
         assert results[0]["document_id"] == "tires.md"
+        with urllib.request.urlopen(f"{base}/console/console.js", timeout=5) as script:
+            assert script.read() == (console / "console.js").read_bytes()
 
 
 # -- declared dependencies ---------------------------------------------------------------------

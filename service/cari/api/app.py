@@ -18,7 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 
 import cari
 from cari import logs, migrations, runtime
-from cari.api import docs, problems, tracing
+from cari.api import console, docs, problems, tracing
 from cari.api.answer import answer, tool
 from cari.api.auth import require_api_key
 from cari.api.catalog import CatalogController, FinancingRatesController
@@ -86,7 +86,15 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
     )
     logs.add_request_ids()
     return Litestar(
-        route_handlers=[healthz, readyz, MetricsController, v1, mcp, docs.assets()],
+        route_handlers=[
+            healthz,
+            readyz,
+            MetricsController,
+            v1,
+            mcp,
+            docs.assets(),
+            console.routes(),
+        ],
         middleware=[RequestIdMiddleware(), PROMETHEUS.middleware, *tracing.middleware()],
         before_send=[echo_request_id],
         # Logging is the process's (`cari.logs`, set up by the `cari` command): not reconfigured
