@@ -250,3 +250,36 @@ def test_read_urls_are_split_on_spaces_and_checked() -> None:
     assert settings.read_database_urls == ["postgresql://a,b/cari", "postgresql://c/cari"]
     with pytest.raises(ValueError, match="bad port"):
         Settings(_env_file=None, read_database_urls="postgresql://a:x/cari")  # type: ignore[call-arg]
+
+
+def test_cari_db_replica_starts_a_standby_that_follows_the_embedded_server(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    from tests.test_cli import run
+
+    env = {**clean_env, "CARI_DATA_DIR": str(tmp_path / "data")}
+    made = run(["db", "replica"], env)
+    assert made.returncode == 0, made.stderr
+    replica = made.stdout.strip()
+    try:
+        primary = run(["db", "url"], env).stdout.strip()
+        with psycopg.connect(primary, autocommit=True) as conn:
+            conn.execute("INSERT INTO collections (name) VALUES ('followed')")
+
+        def followed() -> bool:
+            with psycopg.connect(replica) as conn:
+                row = conn.execute("SELECT count(*) FROM collections").fetchone()
+            return row == (1,)
+
+        until(followed)
+        with psycopg.connect(replica) as conn:
+            assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (True,)
+        # Started again, it is the same standby.
+        assert run(["db", "replica"], env).stdout.strip() == replica
+        assert (tmp_path / "data" / "replicas" / "replica1" / "standby.signal").exists()
+        refused = run(["db", "replica", "--name", "../x"], env)
+        assert refused.returncode == 1 and "--name" in refused.stderr
+    finally:
+        assert run(["db", "replica", "--stop"], env).stdout.strip() == "stopped"
+        assert run(["db", "stop", "--force"], env).stdout.strip() == "stopped"
+    assert run(["db", "replica", "--stop"], env).stderr.strip() == "not running"
