@@ -18,7 +18,7 @@ from litestar.testing import TestClient
 from cari import embedded, migrations, standby
 from cari.replicas import HEADER, format_token, parse_token
 from cari.settings import Settings
-from tests.conftest import app_client, settings_for
+from tests.conftest import app_client, cli_env, settings_for
 from tests.fake_openai import FakeOpenAI
 from tests.test_observability import scrape, value
 
@@ -283,3 +283,32 @@ def test_cari_db_replica_starts_a_standby_that_follows_the_embedded_server(
         assert run(["db", "replica", "--stop"], env).stdout.strip() == "stopped"
         assert run(["db", "stop", "--force"], env).stdout.strip() == "stopped"
     assert run(["db", "replica", "--stop"], env).stderr.strip() == "not running"
+
+
+def test_the_client_reads_its_own_writes_from_a_server_with_a_replica(
+    pair: Pair, clean_env: dict[str, str], fake: FakeOpenAI
+) -> None:
+    from cari.client import Client, CollectionCreate, DocumentIn, SearchRequest
+    from tests.test_cli import serving
+
+    env = {**cli_env(clean_env, pair.primary, fake), "CARI_READ_DATABASE_URLS": pair.standby}
+    keyword = SearchRequest(query="listrik", mode="keyword", threshold=0, explain=True)
+    with serving(env) as url, Client(url) as writer, Client(url) as other:
+        writer.create_collection(CollectionCreate(name="session"))
+        assert writer.consistency_token is not None
+        replay(pair, "pause")
+        try:
+            first = writer.consistency_token
+            writer.add_documents("session", [DocumentIn(id="ev", text="Mobil listrik murah.")])
+            assert parse_token(writer.consistency_token) > parse_token(first)
+            # The writer's search carries its token: it sees the write (on the primary, as the
+            # paused replica has not replayed it).
+            mine = writer.search_collection("session", keyword)
+            assert [r.document_id for r in mine.results] == ["ev"]
+            assert mine.explain is not None and mine.explain["served_by"] == "primary"
+            # Another client, without the token, reads the replica as it is.
+            theirs = other.search_collection("session", keyword)
+            assert theirs.results == []
+            assert theirs.explain is not None and theirs.explain["served_by"] == "replica1"
+        finally:
+            replay(pair, "resume")
