@@ -102,10 +102,6 @@ class Reads:
         # (monotonic time, primary's flushed position): enough to tell a lag past the bound.
         self._samples: deque[tuple[float, int]] = deque()
 
-    @property
-    def nodes(self) -> list[Node]:
-        return [self.primary, *self.replicas]
-
     async def run(self, token: int | None, work: Callable[[Node], Awaitable[T]]) -> T:
         """`work` on the server a read goes to; on the primary again when a replica fails
         under it (a statement timeout is the read's own and is not retried)."""
