@@ -51,6 +51,30 @@ def test_service_listens_beyond_loopback_only_with_keys() -> None:
     assert f"{port}:{port}" in _compose()["services"]["cari"]["ports"]
 
 
+def test_replica_is_a_streaming_standby_of_the_database() -> None:
+    compose = _compose()
+    services = compose["services"]
+    db, replica = services["db"], services["db-replica"]
+    assert replica["image"] == db["image"]
+    assert replica["profiles"] == ["replica"]  # opt-in: the default stack is one server
+    assert replica["depends_on"]["db"]["condition"] == "service_healthy"
+    script = " ".join(replica["command"])
+    # A copy of `db` made by its own superuser, written as a standby (-R), streaming (-X).
+    assert f"pg_basebackup -h db -U {db['environment']['POSTGRES_USER']}" in script
+    assert " -R " in script and "-X stream" in script and "exec postgres" in script
+    assert replica["environment"]["PGPASSWORD"] == db["environment"]["POSTGRES_PASSWORD"]
+    assert "pg_isready" in " ".join(replica["healthcheck"]["test"])
+    assert set(replica["volumes"]).isdisjoint(db["volumes"])
+    # The primary lets it stream: a replication line in pg_hba.conf, written at initdb.
+    [config] = db["configs"]
+    assert config["target"].startswith("/docker-entrypoint-initdb.d/")
+    assert "host replication" in compose["configs"][config["source"]]["content"]
+    # Cari reads from it only when told to.
+    assert services["cari"]["environment"]["CARI_READ_DATABASE_URLS"] == (
+        "${CARI_READ_DATABASE_URLS:-}"
+    )
+
+
 def test_image_serves_the_project() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "pip install" in dockerfile and '"cari", "serve"' in dockerfile

@@ -60,6 +60,12 @@ CHUNKS = Counter(
     "Chunks written by ingestion, by whether they were stored with their vector.",
     ["embedded"],
 )
+READS = Counter(
+    "cari_reads_total",
+    "Searches, answers and API reads by the server that ran them: primary, replica1, ... "
+    "(the replicas in the order of CARI_READ_DATABASE_URLS).",
+    ["node"],
+)
 
 
 def observe_search(mode: str, timings_ms: Mapping[str, float], degraded: Sequence[str]) -> None:
@@ -84,6 +90,12 @@ class QueryEmbeddings(Protocol):
     def breaker_open(self) -> bool: ...
 
 
+class ReplicaStates(Protocol):
+    """What is reported of the read replicas (`cari.replicas`)."""
+
+    def states(self) -> list[tuple[str, bool, float | None]]: ...
+
+
 class _Watched:
     """Collects, when scraped, the state of the pools and query embedders of open runtimes
     (one in a server; the sum when a process opens several)."""
@@ -91,6 +103,7 @@ class _Watched:
     def __init__(self) -> None:
         self.pools: list[AsyncConnectionPool] = []
         self.vectors: list[QueryEmbeddings] = []
+        self.replicas: list[ReplicaStates] = []
 
     def collect(self) -> Iterable[Metric]:
         stats = [pool.get_stats() for pool in self.pools]
@@ -139,6 +152,25 @@ class _Watched:
             "1 while the query embedder is skipped after failures in a row (or being probed).",
             int(any(v.breaker_open for v in self.vectors)),
         )
+        in_use = GaugeMetricFamily(
+            "cari_replica_in_use",
+            "1 while a read replica serves reads; 0 while it is out (unreachable, or lagging "
+            "past CARI_MAX_REPLICA_LAG_S).",
+            labels=["replica"],
+        )
+        lag = GaugeMetricFamily(
+            "cari_replica_lag_seconds",
+            "How long ago the primary first had WAL a read replica has not replayed yet "
+            "(0: it has everything), as of its last check.",
+            labels=["replica"],
+        )
+        for replicas in self.replicas:
+            for name, used, lag_s in replicas.states():
+                in_use.add_metric([name], int(used))
+                if lag_s is not None:
+                    lag.add_metric([name], lag_s)
+        yield in_use
+        yield lag
 
 
 _watched = _Watched()
@@ -146,12 +178,17 @@ REGISTRY.register(_watched)
 
 
 @contextmanager
-def watch(pool: AsyncConnectionPool, vectors: QueryEmbeddings) -> Iterator[None]:
-    """Report `pool` and `vectors` on /metrics while the block runs (a runtime's life)."""
+def watch(
+    pool: AsyncConnectionPool, vectors: QueryEmbeddings, replicas: ReplicaStates
+) -> Iterator[None]:
+    """Report `pool`, `vectors` and `replicas` on /metrics while the block runs (a runtime's
+    life)."""
     _watched.pools.append(pool)
     _watched.vectors.append(vectors)
+    _watched.replicas.append(replicas)
     try:
         yield
     finally:
         _watched.pools.remove(pool)
         _watched.vectors.remove(vectors)
+        _watched.replicas.remove(replicas)

@@ -7,14 +7,19 @@ The HTTP lifespan, every CLI command and every benchmark open a runtime; nothing
 the connection pool, the embedder, the chat and rerank clients, or the searcher, ingestor and
 answerer on them. A new dependency (a replica pool, metrics) is therefore wired here once.
 
-They are closed in the reverse order of building: the answerer's clients, then the embedder,
-then the pool, so nothing is closed under a part that still uses it.
+They are closed in the reverse order of building: the replicas' checks, the answerer's clients,
+then the embedder, then the pools, so nothing is closed under a part that still uses it.
+
+With read replicas (`CARI_READ_DATABASE_URLS`) each gets a pool of its own; searches, answers and
+the API's reads choose among them and the primary (`cari.replicas`), everything else uses
+`pool`, the primary's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
@@ -28,6 +33,7 @@ from cari.answer.llm import ChatClient
 from cari.answer.service import Answerer
 from cari.embed import Embedder, LocalEmbedder, OpenAIEmbedder, check_settings
 from cari.ingest.pipeline import Ingestor
+from cari.replicas import Reads
 from cari.search.engine import Searcher
 from cari.search.rerank import Reranker
 from cari.settings import Settings
@@ -38,7 +44,8 @@ class Runtime:
     """What a running Cari works with; valid inside `open_runtime` only."""
 
     settings: Settings
-    pool: AsyncConnectionPool
+    pool: AsyncConnectionPool  # the primary's: writes, migrations, upkeep
+    reads: Reads  # where searches, answers and reads run: a replica, or the primary
     embedder: Embedder
     searcher: Searcher
     ingestor: Ingestor
@@ -69,6 +76,12 @@ async def open_runtime(
     async with AsyncExitStack() as stack:
         pool = make_pool(location, settings)
         stack.push_async_callback(pool.close)
+        replicas = [
+            (url, make_pool(url, settings, name=f"cari-replica{n}"))
+            for n, url in enumerate(settings.read_database_urls, 1)
+        ]
+        for _, replica in replicas:
+            stack.push_async_callback(replica.close)
         embedder = make_embedder(settings)
         if wrap_embedder is not None:
             embedder = wrap_embedder(embedder)
@@ -80,15 +93,29 @@ async def open_runtime(
         if reranker is not None:
             stack.push_async_callback(reranker.aclose)
         await pool.open(wait=wait)
-        searcher = Searcher(pool, embedder, settings, reranker=reranker)
-        stack.enter_context(metrics.watch(pool, searcher.vectors))
+        for _, replica in replicas:
+            # A replica that is down is out of reads until a check finds it up.
+            await replica.open(wait=False)
+        reads = Reads(
+            pool,
+            replicas,
+            max_lag_s=settings.max_replica_lag_s,
+            wait_s=settings.replica_wait_s,
+        )
+        stack.push_async_callback(reads.close)
+        if reads.replicas:
+            await reads.check()  # the replicas that are up serve from the first request
+            await stack.enter_async_context(_in_background(reads.watch()))
+        searcher = Searcher(reads, embedder, settings, reranker=reranker)
+        stack.enter_context(metrics.watch(pool, searcher.vectors, reads))
         yield Runtime(
             settings=settings,
             pool=pool,
+            reads=reads,
             embedder=embedder,
             searcher=searcher,
             ingestor=Ingestor(pool, embedder, settings),
-            answerer=Answerer(pool, searcher, chat=chat),
+            answerer=Answerer(searcher, chat=chat),
         )
 
 
@@ -106,7 +133,19 @@ async def _configure(conn: psycopg.AsyncConnection[object]) -> None:
         await register_vector_async(conn)
 
 
-def make_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
+@asynccontextmanager
+async def _in_background(work: Coroutine[object, object, None]) -> AsyncIterator[None]:
+    """Run `work` while the block runs; cancelled at its end."""
+    task = asyncio.create_task(work)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def make_pool(dsn: str, settings: Settings, *, name: str = "cari") -> AsyncConnectionPool:
     """A closed pool on `dsn` with the service's connection settings; `open_runtime` opens it."""
     return AsyncConnectionPool(
         dsn,
@@ -125,7 +164,7 @@ def make_pool(dsn: str, settings: Settings) -> AsyncConnectionPool:
             f" -c hnsw.ef_search={settings.hnsw_ef_search}"
             " -c hnsw.iterative_scan=strict_order",
         },
-        name="cari",
+        name=name,
     )
 
 

@@ -57,6 +57,24 @@ class Settings(BaseSettings):
         default=10.0, gt=0, description="How long a request waits for a database connection."
     )
     statement_timeout_ms: int = Field(default=30_000, ge=0)
+    read_database_urls: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Streaming replicas of the database that serve searches, answers and "
+        "reads (URLs separated by spaces); empty: the primary serves everything.",
+    )
+    max_replica_lag_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="A replica missing writes older than this is taken out of reads until it "
+        "catches up.",
+    )
+    replica_wait_s: float = Field(
+        default=0.25,
+        ge=0,
+        le=60,
+        description="Longest a read with a consistency token waits for a replica that has "
+        "replayed it before the primary serves it.",
+    )
 
     embedder: Literal["local", "openai"] = "local"
     embedding_model: str | None = Field(
@@ -151,18 +169,18 @@ class Settings(BaseSettings):
     def _check_database_url(cls, value: str | None) -> str | None:
         if value is None or value.strip() == "":
             return None
-        from psycopg.conninfo import conninfo_to_dict
+        return _check_dsn(value)
 
-        try:
-            params = conninfo_to_dict(value)
-        except Exception as exc:  # psycopg raises ProgrammingError with libpq's reason
-            reason = str(exc).strip()
-            raise ValueError(f"not a PostgreSQL connection string ({reason})") from None
-        # libpq checks ports only when connecting; catch the typo here.
-        ports = str(params.get("port", "")).split(",")
-        if any(port and not port.isdigit() for port in ports):
-            raise ValueError(f"not a PostgreSQL connection string (bad port {params['port']!r})")
-        return value
+    @field_validator("read_database_urls", mode="before")
+    @classmethod
+    def _split_spaces(cls, value: object) -> object:
+        # Spaces, not commas: a PostgreSQL URL may list several hosts with commas.
+        return value.split() if isinstance(value, str) else value
+
+    @field_validator("read_database_urls")
+    @classmethod
+    def _check_read_database_urls(cls, value: list[str]) -> list[str]:
+        return [_check_dsn(url) for url in value]
 
     @field_validator("api_keys", "cors_origins", mode="before")
     @classmethod
@@ -216,6 +234,21 @@ class Settings(BaseSettings):
             f"refusing to listen on {host} without API keys: set CARI_API_KEYS, "
             "or CARI_ALLOW_UNAUTHENTICATED=true to serve an open API on purpose"
         )
+
+
+def _check_dsn(value: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = conninfo_to_dict(value)
+    except Exception as exc:  # psycopg raises ProgrammingError with libpq's reason
+        reason = str(exc).strip()
+        raise ValueError(f"not a PostgreSQL connection string ({reason})") from None
+    # libpq checks ports only when connecting; catch the typo here.
+    ports = str(params.get("port", "")).split(",")
+    if any(port and not port.isdigit() for port in ports):
+        raise ValueError(f"not a PostgreSQL connection string (bad port {params['port']!r})")
+    return value
 
 
 def is_loopback(host: str) -> bool:

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from psycopg_pool import AsyncConnectionPool
 
 from cari import collection
 from cari.answer.citations import (
@@ -38,6 +37,7 @@ from cari.answer.extractive import extractive_answer
 from cari.answer.llm import ChatClient, Usage
 from cari.errors import LLMUnavailable
 from cari.limits import Mode, QueryText, Threshold, TopK
+from cari.replicas import Node
 from cari.search.engine import Searcher, SearchRequest, SearchResult
 
 EXTRACTIVE = "extractive"
@@ -146,18 +146,25 @@ class Answerer:
 
     def __init__(
         self,
-        pool: AsyncConnectionPool,
         searcher: Searcher,
         *,
         chat: ChatClient | None,
     ) -> None:
-        self.pool = pool
         self.searcher = searcher
         self.chat = chat
 
-    async def prepare(self, collection_name: str, request: AnswerRequest) -> Prepared:
+    async def prepare(
+        self, collection_name: str, request: AnswerRequest, *, token: int | None = None
+    ) -> Prepared:
+        """Search for the answer's sources, on a read replica (one that has replayed `token`,
+        a write's consistency token, when given) or the primary (`cari.replicas`)."""
+        return await self.searcher.reads.run(
+            token, lambda node: self._prepare(node, collection_name, request)
+        )
+
+    async def _prepare(self, node: Node, collection_name: str, request: AnswerRequest) -> Prepared:
         started = time.perf_counter()
-        async with self.pool.connection() as conn:
+        async with node.pool.connection() as conn:
             settings = await collection.get(conn, collection_name)
         search = SearchRequest(
             query=request.query,
@@ -168,7 +175,7 @@ class Answerer:
             # On by default for answers, but only where a reranker is configured.
             rerank=request.rerank and self.searcher.reranker is not None,
         )
-        found = await self.searcher.search(collection_name, search)
+        found = await self.searcher.search_on(node, collection_name, search)
         prepared = Prepared(
             question=request.query,
             # A source with no relevance only says why nothing was computed (structured).

@@ -17,6 +17,7 @@ from litestar.response import Response, ServerSentEvent, ServerSentEventMessage
 
 from cari import collection as collections
 from cari.answer.service import Answerer, AnswerRequest, AnswerResponse, Prepared
+from cari.api.consistency import READS_ONLY, ConsistencyToken, token
 from cari.api.openapi import AnswerOperation, CollectionName, V1Operation
 from cari.api.problems import responses
 from cari.search import tool as search_tool
@@ -60,15 +61,17 @@ class Tool(msgspec.Struct):
         **responses(400, 404, 413, 422, 503),
     },
     operation_class=AnswerOperation,
+    opt=READS_ONLY,
 )
 async def answer(
     state: State,
     request: Request[Any, Any, Any],
     collection: CollectionName,
     data: Annotated[AnswerRequest, Body(examples=[QUESTION])],
+    consistency: ConsistencyToken = None,
 ) -> Response[Any]:
     answerer: Answerer = state.answerer
-    prepared = await answerer.prepare(collection, data)
+    prepared = await answerer.prepare(collection, data, token=token(consistency))
     if data.stream or EVENT_STREAM in request.headers.get("accept", ""):
         return ServerSentEvent(_messages(answerer, prepared))
     return Response(await answerer.answer(prepared))

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import anyio
-import psycopg
 from litestar import Litestar, Router
 from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
-from psycopg_pool import AsyncConnectionPool
 
 import cari
 from cari import logs, migrations, runtime
@@ -23,6 +20,7 @@ from cari.api.answer import answer, tool
 from cari.api.auth import require_api_key
 from cari.api.catalog import CatalogController, FinancingRatesController
 from cari.api.collections import CollectionsController
+from cari.api.consistency import ConsistencyTokenMiddleware, provide_conn
 from cari.api.documents import DocumentsController
 from cari.api.health import healthz, readyz
 from cari.api.mcp import mcp
@@ -32,15 +30,9 @@ from cari.api.request_ids import RequestIdMiddleware, echo_request_id
 from cari.api.search import search
 from cari.ingest.pipeline import backfill_embeddings
 from cari.mcp.server import http_sessions
+from cari.replicas import HEADER
 from cari.settings import Settings
 from cari.supervisor import supervise
-
-
-async def provide_conn(state: State) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    """One pooled connection per request (autocommit: the core opens transactions)."""
-    pool: AsyncConnectionPool = state.pool
-    async with pool.connection() as conn:
-        yield conn
 
 
 def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
@@ -57,6 +49,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             http_sessions(rt) as mcp_sessions,
         ):
             app.state.pool = rt.pool
+            app.state.reads = rt.reads
             app.state.ingestor = rt.ingestor
             app.state.searcher = rt.searcher
             app.state.answerer = rt.answerer
@@ -95,7 +88,12 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             docs.assets(),
             console.routes(),
         ],
-        middleware=[RequestIdMiddleware(), PROMETHEUS.middleware, *tracing.middleware()],
+        middleware=[
+            RequestIdMiddleware(),
+            PROMETHEUS.middleware,
+            *tracing.middleware(),
+            ConsistencyTokenMiddleware(),
+        ],
         before_send=[echo_request_id],
         # Logging is the process's (`cari.logs`, set up by the `cari` command): not reconfigured
         # by building an app.
@@ -105,7 +103,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
         request_max_body_size=max(4 * settings.max_document_bytes, 1 << 20),
         lifespan=[lifespan],
         # Browsers send the API key as a header: credentials (cookies) are never needed.
-        cors_config=CORSConfig(allow_origins=settings.cors_origins)
+        cors_config=CORSConfig(allow_origins=settings.cors_origins, expose_headers=[HEADER])
         if settings.cors_origins
         else None,
         state=State({"settings": settings, "schema_head": migrations.head()}),

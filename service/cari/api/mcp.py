@@ -12,9 +12,11 @@ from litestar.types import Receive, Scope, Send
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from cari.api.auth import require_api_key
+from cari.api.consistency import READS_ONLY
 
 
-@asgi("/mcp", guards=[require_api_key], copy_scope=True)
+# Its tools only read: its responses carry no consistency token.
+@asgi("/mcp", guards=[require_api_key], copy_scope=True, opt=READS_ONLY)
 async def mcp(scope: Scope, receive: Receive, send: Send) -> None:
     sessions: StreamableHTTPSessionManager = Litestar.from_scope(scope).state.mcp
     await sessions.handle_request(scope, receive, send)  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ from litestar.datastructures import State
 from litestar.openapi.spec import Example
 from litestar.params import Body
 
+from cari.api.consistency import READS_ONLY, ConsistencyToken, token
 from cari.api.openapi import CollectionName, V1Operation
 from cari.api.problems import responses
 from cari.search.engine import Searcher, SearchRequest, SearchResponse
@@ -31,18 +32,22 @@ QUESTION = Example(
         "computed installments as sources, before the document chunks. A query holding an "
         "exact token (SKU, error code, id, version) boosts the keyword weight. `filters`: "
         '{"metadata": {"key": value | {"in": [...]} | {"gte": x, "lte": y}}, '
-        '"document_ids": [...]}. `explain: true` adds the plan and per-stage timings.'
+        '"document_ids": [...]}. `explain: true` adds the plan and per-stage timings. '
+        "With read replicas the search runs on one (`explain.served_by` names it); send a "
+        "write's `Cari-Consistency-Token` to see that write."
     ),
     status_code=200,
     tags=["search"],
     operation_id="searchCollection",
     responses=responses(400, 404, 413, 422, 503),
     operation_class=V1Operation,
+    opt=READS_ONLY,
 )
 async def search(
     state: State,
     collection: CollectionName,
     data: Annotated[SearchRequest, Body(examples=[QUESTION])],
+    consistency: ConsistencyToken = None,
 ) -> SearchResponse:
     searcher: Searcher = state.searcher
-    return await searcher.search(collection, data)
+    return await searcher.search(collection, data, token=token(consistency))

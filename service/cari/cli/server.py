@@ -4,13 +4,14 @@ database."""
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
 
 import click
 
-from cari import backup, db, embedded, logs, migrations, tracing
+from cari import backup, db, embedded, logs, migrations, standby, tracing
 from cari.cli.common import migrated_database, ready_database, run, settings, user_errors
 from cari.errors import CariError
 
@@ -117,6 +118,40 @@ def stop(force: bool) -> None:
         raise CariError("DATABASE_URL is set: Cari does not manage that server")
     stopped = embedded.stop(config.data_dir, force=force)
     click.echo("stopped" if stopped else "not running", err=not stopped)
+
+
+@db_group.command(
+    help="Start a streaming standby of the embedded server on this machine (copied with "
+    "pg_basebackup the first time, in CARI_DATA_DIR/replicas/NAME) and print its URL: put it "
+    "in CARI_READ_DATABASE_URLS to serve reads from it. It runs until `--stop`; the embedded "
+    "server keeps running until `cari db stop`."
+)
+@click.option(
+    "--name", default="replica1", show_default=True, help="The standby's name (its folder)."
+)
+@click.option("--stop", "stopping", is_flag=True, help="Stop the standby instead.")
+@user_errors
+def replica(name: str, stopping: bool) -> None:
+    config = settings()
+    if config.database_url is not None:
+        raise CariError(
+            "DATABASE_URL is set: make standbys of that server with its own tools "
+            "(pg_basebackup -R; docs/scaling.md)"
+        )
+    if not name.replace("-", "").replace("_", "").isalnum():
+        raise CariError(f"--name {name!r}: letters, digits, '-' and '_' only")
+    pgdata = config.data_dir / "replicas" / name
+    if stopping:
+        stopped = standby.stop(pgdata)
+        click.echo("stopped" if stopped else "not running", err=not stopped)
+        return
+    if not (pgdata / "PG_VERSION").exists():
+        # The standby follows the embedded server: it must outlive this command.
+        db.database_url(config, keep_running=True)
+        primary = migrated_database(config)
+        owner = embedded.pgdata_path(config.data_dir).owner() if os.geteuid() == 0 else None
+        standby.create(primary, pgdata, user=owner)
+    click.echo(standby.start(pgdata))
 
 
 @db_group.command(help="Back the database up to FILE (pg_dump's custom format).")

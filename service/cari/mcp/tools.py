@@ -22,6 +22,7 @@ from cari.collection import Collection
 from cari.errors import InvalidInput
 from cari.ingest import stored
 from cari.limits import DocumentId
+from cari.replicas import Node
 from cari.runtime import Runtime
 from cari.search.engine import SearchRequest, SearchResponse
 from cari.search.tool import arguments
@@ -50,13 +51,19 @@ async def _answer(rt: Runtime, collection: str, request: AnswerRequest) -> Answe
 
 
 async def _list_collections(rt: Runtime, _collection: str, _request: NoArguments) -> Collections:
-    async with rt.pool.connection() as conn:
-        return Collections(await collections.list_all(conn))
+    async def listed(node: Node) -> Collections:
+        async with node.pool.connection() as conn:
+            return Collections(await collections.list_all(conn))
+
+    return await rt.reads.run(None, listed)  # on a read replica, if there is one
 
 
 async def _get_document(rt: Runtime, collection: str, request: GetDocument) -> stored.Document:
-    async with rt.pool.connection() as conn:
-        return await stored.read(conn, collection, request.document_id)
+    async def read(node: Node) -> stored.Document:
+        async with node.pool.connection() as conn:
+            return await stored.read(conn, collection, request.document_id)
+
+    return await rt.reads.run(None, read)
 
 
 @dataclass(frozen=True, slots=True)

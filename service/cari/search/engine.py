@@ -48,6 +48,7 @@ from cari.limits import (
     Weight,
 )
 from cari.queries import query
+from cari.replicas import Node, Reads
 from cari.search import bm25, relevance, structured
 from cari.search import intent as intents
 from cari.search.decompose import CollectionVocabulary, Decomposition, decompose, propose
@@ -165,13 +166,13 @@ class _Part:
 class Searcher:
     def __init__(
         self,
-        pool: AsyncConnectionPool,
+        reads: Reads,
         embedder: Embedder,
         settings: Settings,
         *,
         reranker: Reranker | None = None,
     ) -> None:
-        self.pool = pool
+        self.reads = reads  # the servers searches run on: a replica, or the primary
         self.settings = settings
         self.reranker = reranker  # not owned: the runtime closes it
         self.vectors = QueryVectors(
@@ -182,14 +183,27 @@ class Searcher:
             settings.relevance_cosine_floor, settings.relevance_cosine_ceiling
         )
 
-    async def search(self, collection_name: str, request: SearchRequest) -> SearchResponse:
+    async def search(
+        self, collection_name: str, request: SearchRequest, *, token: int | None = None
+    ) -> SearchResponse:
+        """Search on a read replica (one that has replayed `token`, a write's consistency
+        token, when given) or the primary (`cari.replicas`)."""
+        return await self.reads.run(
+            token, lambda node: self.search_on(node, collection_name, request)
+        )
+
+    async def search_on(
+        self, node: Node, collection_name: str, request: SearchRequest
+    ) -> SearchResponse:
+        """Search with every statement on `node`."""
         started = time.perf_counter()
+        pool = node.pool
         # PostgreSQL text cannot hold NUL; it carries no meaning in a query anyway.
         text = request.query.replace("\x00", " ").strip()
         if not text:
             raise InvalidInput("query", "is empty")
         filters, filter_params = compile_filters(request.filters)
-        collection = await self._collection(collection_name)
+        collection = await self._collection(pool, collection_name)
         exact = intents.detect(text)
         warnings: list[str] = []
         rerank = request.rerank and self.reranker is not None
@@ -201,7 +215,9 @@ class Searcher:
         plan = self._plan(request, collection, retrieved, boosted=bool(exact.exact_tokens))
         timings: dict[str, float] = {}
         if request.decompose:
-            decomposition = await _timed(timings, "decompose", self._decompose(text, collection))
+            decomposition = await _timed(
+                timings, "decompose", self._decompose(pool, text, collection)
+            )
         else:
             decomposition = Decomposition((text,), None, None)
         params = {**filter_params, "collection_id": collection.id, "candidates": plan.candidates}
@@ -210,7 +226,7 @@ class Searcher:
         parts = [_Part(part) for part in decomposition.parts]
         await asyncio.gather(
             *(
-                self._retrieve(part, collection, plan, filters, params, keywords, degraded)
+                self._retrieve(pool, part, collection, plan, filters, params, keywords, degraded)
                 for part in parts
             )
         )
@@ -222,7 +238,7 @@ class Searcher:
                 timings[stage] = max(timings.get(stage, 0.0), ms)
 
         merged = _interleave([part.kept for part in parts], plan.top_k)
-        chunks = await _timed(timings, "fetch", self._chunk_results(merged, parts))
+        chunks = await _timed(timings, "fetch", self._chunk_results(pool, merged, parts))
         if rerank and chunks:
             chunks = await _timed(timings, "rerank", self._rerank(text, chunks, top_k, warnings))
         del chunks[top_k:]
@@ -234,7 +250,7 @@ class Searcher:
                 timings,
                 "structured",
                 structured.sources(
-                    self.pool,
+                    pool,
                     collection.id,
                     text,
                     [(p.text, p.vector, p.routing) for p in parts if p.routing is not None],
@@ -250,7 +266,15 @@ class Searcher:
         explain = None
         if request.explain:
             explain = self._explain(
-                request, plan, exact, decomposition, parts, routes, structured_explain, timings
+                node,
+                request,
+                plan,
+                exact,
+                decomposition,
+                parts,
+                routes,
+                structured_explain,
+                timings,
             )
         return SearchResponse(
             query=request.query,
@@ -316,14 +340,17 @@ class Searcher:
             reranked.append(msgspec.structs.replace(result, retrievers=retrievers))
         return reranked
 
-    async def _decompose(self, text: str, collection: _Collection) -> Decomposition:
+    async def _decompose(
+        self, pool: AsyncConnectionPool, text: str, collection: _Collection
+    ) -> Decomposition:
         if propose(text) is None:  # nothing to split: no database round trip
             return Decomposition((text,), None, None)
-        async with self.pool.connection() as conn:
+        async with pool.connection() as conn:
             return await decompose(text, CollectionVocabulary(conn, collection.id))
 
     async def _retrieve(
         self,
+        pool: AsyncConnectionPool,
         part: _Part,
         collection: _Collection,
         plan: _Plan,
@@ -336,7 +363,9 @@ class Searcher:
 
         async def keyword() -> list[Candidate]:
             found = await _timed(
-                part.timings, "keyword", self._keyword(part.text, collection, filters, params)
+                part.timings,
+                "keyword",
+                self._keyword(pool, part.text, collection, filters, params),
             )
             part.postings_read = found.postings_read
             return found.candidates
@@ -345,7 +374,9 @@ class Searcher:
             vector, part.cached = await _timed(part.timings, "embed", self.vectors.get(part.text))
             part.vector = vector
             found, part.applied_ef = await _timed(
-                part.timings, "vector", self._vector(vector, plan.ef_search, filters, params)
+                part.timings,
+                "vector",
+                self._vector(pool, vector, plan.ef_search, filters, params),
             )
             return found
 
@@ -365,7 +396,7 @@ class Searcher:
 
         with _stage(part.timings, "fuse"):
             head = fuse(part.lists, plan.weights, plan.method, plan.rrf_k)[: plan.depth]
-        async with self.pool.connection() as conn:
+        async with pool.connection() as conn:
             part.evidence = await _timed(
                 part.timings,
                 "relevance",
@@ -384,8 +415,8 @@ class Searcher:
             part.timings, "route", self.router.route(part.text, part.vector, keywords)
         )
 
-    async def _collection(self, name: str) -> _Collection:
-        async with self.pool.connection() as conn:
+    async def _collection(self, pool: AsyncConnectionPool, name: str) -> _Collection:
+        async with pool.connection() as conn:
             cur = await conn.execute(query("collection_for_search"), {"name": name})
             row = await cur.fetchone()
         if row is None:
@@ -394,12 +425,13 @@ class Searcher:
 
     async def _keyword(
         self,
+        pool: AsyncConnectionPool,
         text: str,
         collection: _Collection,
         filters: sql.Composable,
         params: dict[str, Any],
     ) -> bm25.KeywordResult:
-        async with self.pool.connection() as conn:
+        async with pool.connection() as conn:
             return await bm25.search(
                 conn,
                 collection.id,
@@ -410,11 +442,16 @@ class Searcher:
             )
 
     async def _vector(
-        self, vector: np.ndarray, ef_search: int, filters: sql.Composable, params: dict[str, Any]
+        self,
+        pool: AsyncConnectionPool,
+        vector: np.ndarray,
+        ef_search: int,
+        filters: sql.Composable,
+        params: dict[str, Any],
     ) -> tuple[list[Candidate], str | None]:
         statement = sql.SQL(query("search_vector")).format(filters=filters)
         values = {**params, "vector": vector}
-        async with self.pool.connection() as conn:
+        async with pool.connection() as conn:
             if ef_search == self.settings.hnsw_ef_search:
                 # The pool's connections have it already: one round trip, no transaction.
                 cur = await conn.execute(statement, values)
@@ -427,11 +464,11 @@ class Searcher:
         return [Candidate(int(r[0]), float(r[1])) for r in rows], applied
 
     async def _chunk_results(
-        self, merged: list[tuple[Fused, int]], parts: Sequence[_Part]
+        self, pool: AsyncConnectionPool, merged: list[tuple[Fused, int]], parts: Sequence[_Part]
     ) -> list[SearchResult]:
         if not merged:
             return []
-        async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(query("chunks_for_results"), {"ids": [f.chunk_id for f, _ in merged]})
             rows = {row["id"]: row for row in await cur.fetchall()}
         results = []
@@ -457,6 +494,7 @@ class Searcher:
 
     def _explain(
         self,
+        node: Node,
         request: SearchRequest,
         plan: _Plan,
         exact: intents.Intent,
@@ -469,6 +507,7 @@ class Searcher:
         first = parts[0]
         embedded = [p for p in parts if p.vector is not None]
         return {
+            "served_by": node.name,  # primary, or the replica (cari.replicas)
             "mode": plan.mode,
             "intent": {
                 "name": exact.name,

@@ -14,6 +14,7 @@ import httpx
 import msgspec
 from httpx_sse import EventSource
 
+from cari import replicas
 from cari.answer.service import AnswerRequest, AnswerResponse, EventData
 from cari.api.answer import Tool
 from cari.api.catalog import CatalogImport, RatesImport
@@ -39,7 +40,11 @@ STREAM = {"accept": "text/event-stream"}
 
 class Client:
     """`base_url` of a Cari server; `api_key` when it requires one; `timeout` in seconds per
-    request; calls Cari answers 429 or 503 are retried as `retries` says."""
+    request; calls Cari answers 429 or 503 are retried as `retries` says.
+
+    With `read_your_writes` (the default) every read sees this client's earlier writes, also
+    when the server reads from replicas: the client keeps the newest consistency token its
+    writes were answered with (`consistency_token`) and sends it with each request."""
 
     def __init__(
         self,
@@ -48,10 +53,13 @@ class Client:
         api_key: str | None = None,
         timeout: float = 60.0,
         retries: Retries = Retries(),  # noqa: B008 (frozen)
+        read_your_writes: bool = True,
     ) -> None:
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout)
         self.retries = retries
+        self.read_your_writes = read_your_writes
+        self.consistency_token: str | None = None
 
     def close(self) -> None:
         self._http.close()
@@ -198,19 +206,30 @@ class Client:
 
     # -- I/O ------------------------------------------------------------------------------
 
+    def _remember(self, token: str | None) -> None:
+        """Keep the newest token: WAL positions only grow, answers may arrive out of order."""
+        if token is None:
+            return
+        newest = self.consistency_token
+        if newest is None or replicas.parse_token(token) > replicas.parse_token(newest):
+            self.consistency_token = token
+
     def _send(self, call: Call[T]) -> T:
         response = self._response(call)
         return call.decode(response)
 
     def _response(self, call: Call[Any], *, stream: bool = False) -> httpx.Response:
         attempt = 0
+        headers = call.headers
+        if self.read_your_writes and self.consistency_token is not None:
+            headers = {**headers, replicas.HEADER: self.consistency_token}
         while True:
             request = self._http.build_request(
                 call.route.method,
                 call.url,
                 params=call.params,
                 content=call.content,
-                headers=call.headers,
+                headers=headers,
             )
             try:
                 response = self._http.send(request, stream=stream)
@@ -218,6 +237,7 @@ class Client:
                     response.read()  # a problem: small, and what the error is made of
             except httpx.TransportError as exc:
                 raise TransportError(f"{call.route.method} {request.url}: {exc!r}") from exc
+            self._remember(response.headers.get(replicas.HEADER))
             wait = self.retries.wait(response, attempt)
             if wait is None:
                 return response
