@@ -89,6 +89,25 @@ def test_an_added_term_scores_like_the_word_it_stands_for(dealer: TestClient[Any
             dealer.delete(f"/v1/collections/{name}/documents/both")
 
 
+def test_a_rule_applies_in_each_chunk_s_own_language(dealer: TestClient[Any]) -> None:
+    # Rules are analysed by every configuration: in the English chunk "installments" is
+    # stemmed as English, and "angsuran" reaches it through a rule naming "installment".
+    english = [
+        {"id": "en", "title": "Plans", "text": "Installments start low.", "language": "english"}
+    ]
+    add(dealer, "plain", english)
+    try:
+        assert "en" not in keyword(dealer, "plain", "angsuran")
+        put = dealer.put(
+            "/v1/collections/plain/synonyms", json={"rules": ["angsuran => installment"]}
+        )
+        assert put.status_code == 200, put.text
+        assert "en" in keyword(dealer, "plain", "angsuran")
+    finally:
+        dealer.put("/v1/collections/plain/synonyms", json={"rules": []})
+        dealer.delete("/v1/collections/plain/documents/en")
+
+
 def test_no_rule_leaves_keyword_search_unchanged(dealer: TestClient[Any]) -> None:
     for text in ("servis berkala", "honda mesin turbo", "cicilan"):
         assert keyword(dealer, "dealer", text) == keyword(dealer, "plain", text)
