@@ -153,6 +153,7 @@ def test_explain_lists_the_rules_fired_and_the_lexemes_added(dealer: TestClient[
         ("a, , b", "has an empty term"),
         ("kredit, kredit", "names a term twice"),
         ("yang, kredit", "'yang' has no searchable word in indonesian"),
+        ("a\x00b, c", "holds a NUL character"),
     ],
 )
 def test_a_bad_rule_is_named_in_a_422_and_nothing_changes(
@@ -164,7 +165,8 @@ def test_a_bad_rule_is_named_in_a_422_and_nothing_changes(
     assert response.status_code == 422, response.text
     problem = response.json()
     assert problem["code"] == "invalid_input"
-    assert f"rule '{rule}'" in problem["detail"] and reason in problem["detail"]
+    named = rule.replace("\x00", "\\x00")
+    assert f"rule '{named}'" in problem["detail"] and reason in problem["detail"]
     assert dealer.get("/v1/collections/dealer/synonyms").json() == {"rules": RULES}
 
 

@@ -50,6 +50,8 @@ class Term:
 
 def parse(rule: str) -> list[Term]:
     """A rule's terms; `InvalidInput` naming the rule when it is malformed."""
+    if "\x00" in rule:  # PostgreSQL text cannot hold it
+        raise _bad(rule.replace("\x00", "\\x00"), "holds a NUL character")
     if rule.count("=>") > 1:
         raise _bad(rule, "has more than one '=>'")
     left, arrow, right = rule.partition("=>")
