@@ -80,6 +80,7 @@ from cari.embed import Embedder
 from cari.ingest import store
 from cari.queries import query
 from cari.runtime import Runtime
+from cari.search import highlights
 from cari.search.engine import Mode, SearchRequest
 from cari.settings import Settings, load_settings
 
@@ -314,7 +315,9 @@ class SqlAlone:
             await cur.fetchall()
         top = head[:TOP_K]
         if top:
-            cur = await self.a.execute(query("chunks_for_results"), {"ids": top})
+            cur = await self.a.execute(
+                query("chunks_for_results"), {"ids": top, **highlights.params(text)}
+            )
             await cur.fetchall()
         return found
 
@@ -467,7 +470,7 @@ async def measure(rt: Runtime, chunks: int, query_count: int, rounds: int) -> No
         explain_fetch = await explain(
             a,
             sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + sql.SQL(query("chunks_for_results")),
-            {"ids": [r.chunk_id for r in hybrid.results]},
+            {"ids": [r.chunk_id for r in hybrid.results], **highlights.params(queries[0])},
         )
 
         explain_evidence = await explain(

@@ -7,7 +7,9 @@
 -- document in an Indonesian collection is matched on English stems. A query word the
 -- collection has never seen weighs as a word of no chunk (df 0), more than any it holds: a
 -- question about something else covers little of itself here. Each chunk reads its embedding
--- and its tsvector by primary key: the 2·top_k weighed chunks, no scan.
+-- and its tsvector by primary key: the 2·top_k weighed chunks, no scan. A fired synonym rule
+-- (`query_expanded`, migration 0009) weighs what its matched term weighs, and a chunk covers
+-- the share of it that the chunk's best alternative covers: "cicilan" covers "angsuran".
 WITH sizes AS (
     SELECT language, sum(chunks) AS chunks FROM (
         SELECT language, chunks FROM bm25_sizes WHERE collection_id = %(collection_id)s
@@ -22,13 +24,13 @@ WITH sizes AS (
     UNION
     SELECT language FROM collections WHERE id = %(collection_id)s
 ), terms AS MATERIALIZED (  -- once per query, not once per chunk
-    SELECT l.language, w.lexeme,
+    SELECT l.language, w.lexeme, w.grp, w.alt,
            ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) * bm25_query_weight(w.qtf, k.bm25_k3)
                AS weight
     FROM languages AS l
     CROSS JOIN total AS t
     CROSS JOIN collections AS k
-    CROSS JOIN LATERAL query_terms(l.language, %(query)s) AS w
+    CROSS JOIN LATERAL query_expanded(%(collection_id)s, l.language, %(query)s) AS w
     CROSS JOIN LATERAL (
         SELECT coalesce(sum(df), 0) AS df FROM (
             SELECT df FROM bm25_terms
@@ -42,8 +44,22 @@ WITH sizes AS (
 )
 SELECT c.id,
        1 - (c.embedding <=> %(vector)s::vector) AS cosine,
-       coalesce((SELECT sum(t.weight) FILTER (WHERE t.lexeme = ANY (tsvector_to_array(c.tsv)))
-                        / nullif(sum(t.weight), 0)
-                 FROM terms AS t WHERE t.language = c.language), 0) AS coverage
+       coalesce((
+           SELECT sum(u.own * u.share) / nullif(sum(u.own), 0)
+           FROM (  -- a lexeme, or a fired rule: what the query's own term weighs, best share
+               SELECT sum(a.total) FILTER (WHERE a.alt = 0) AS own,
+                      max(a.held / a.total) AS share
+               FROM (
+                   SELECT coalesce(t.grp::text, t.lexeme) AS unit, coalesce(t.alt, 0) AS alt,
+                          sum(t.weight) AS total,
+                          coalesce(sum(t.weight) FILTER (
+                              WHERE t.lexeme = ANY (tsvector_to_array(c.tsv))), 0) AS held
+                   FROM terms AS t
+                   WHERE t.language = c.language
+                   GROUP BY 1, 2
+               ) AS a
+               GROUP BY a.unit
+           ) AS u
+       ), 0) AS coverage
 FROM chunks AS c
 WHERE c.id = ANY (%(ids)s);

@@ -42,6 +42,7 @@ from cari.client import (
     Retries,
     SearchComplete,
     SearchRequest,
+    Synonyms,
     TransportError,
     UnauthorizedError,
     UnavailableError,
@@ -141,8 +142,11 @@ def test_every_method_round_trips(cari: Any, request: pytest.FixtureRequest) -> 
     document = cari.get_document(name, "manual/tires")
     assert document.title == "Tires" and document.chunks[0].content.startswith("Rotate")
 
-    found = cari.search_collection(name, SearchRequest(query="rotate the tires", mode="keyword"))
+    rules = Synonyms(rules=["tyres, tires"])
+    assert cari.put_synonyms(name, rules) == rules == cari.get_synonyms(name)
+    found = cari.search_collection(name, SearchRequest(query="rotate the tyres", mode="keyword"))
     assert found.results[0].document_id == "manual/tires", found
+    assert "<mark>tires</mark>" in (found.results[0].highlight or ""), found.results[0]
     answered = cari.answer_question(name, AnswerRequest(query="rotate the tires", mode="keyword"))
     assert answered.sources and "1" in answered.citations, answered
     tool = cari.get_search_tool(name)
@@ -194,6 +198,9 @@ def test_errors_come_back_typed(cari: Any, request: pytest.FixtureRequest) -> No
     assert [e["field"] for e in bad_filter.value.errors] == ["filters.colour"]
     with pytest.raises(NotFoundError):
         cari.get_document(name, "nothing/here")
+    with pytest.raises(InvalidInputError) as bad_rule:
+        cari.put_synonyms(name, Synonyms(rules=["a => b => c"]))
+    assert [e["field"] for e in bad_rule.value.errors] == ["rules"]
 
 
 def test_the_api_key_is_sent_as_a_bearer_token(

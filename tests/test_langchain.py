@@ -73,6 +73,7 @@ def test_documents_carry_the_result(seeded: str) -> None:
     assert metadata["source"] == "manual" and metadata["id"] == document.id
     assert metadata["score"] > 0 and 0 < metadata["relevance"] <= 1
     assert metadata["metadata"] == {"source": "manual"}
+    assert "<mark>" in metadata["highlight"]
 
 
 async def test_filters_and_async_invoke(seeded: str) -> None:

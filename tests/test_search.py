@@ -391,9 +391,11 @@ def test_cli_search_prints_a_table_and_json(
     table = cli()
     assert table.returncode == 0, table.stderr
     assert "one" in table.stdout and "Harbour" in table.stdout
+    assert "Boats moor here." in table.stdout  # the highlight, its marks as bold (no tty: none)
     raw = cli("--json", "--explain", "--mode", "keyword")
     response = json.loads(raw.stdout)
     assert [r["document_id"] for r in response["results"]] == ["one"]
+    assert response["results"][0]["highlight"] == "<mark>Boats</mark> moor here."
     assert response["explain"]["mode"] == "keyword"
     fused = cli("--json", "--explain", "--fusion", "zscore")
     assert json.loads(fused.stdout)["explain"]["fusion"] == "zscore"

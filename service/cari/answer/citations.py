@@ -10,6 +10,7 @@ goes, with the space before it; one left with some is rewritten with those (`[2,
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Sequence
 from typing import Literal
@@ -74,6 +75,8 @@ class Citation(msgspec.Struct, frozen=True):
     chunk_id: int | None
     title: str
     source: str | None  # metadata["source"], e.g. the file a chunk came from
+    # HTML: a chunk's highlight (the passage around the question's words, the matches in
+    # <mark>; cari.search.highlights); other sources' first 200 characters, escaped.
     snippet: str
 
 
@@ -96,7 +99,7 @@ def citation(number: int, result: SearchResult) -> Citation:
         chunk_id=result.chunk_id,
         title=result.title,
         source=None if source is None else str(source),
-        snippet=_snippet(result.content),
+        snippet=result.highlight or html.escape(_snippet(result.content)),
     )
 
 

@@ -5,15 +5,17 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import psycopg
-from litestar import Controller, delete, get, patch, post
+from litestar import Controller, delete, get, patch, post, put
 from litestar.di import NamedDependency
 from litestar.openapi.spec import Example
 from litestar.params import Body
 
 from cari import collection as collections
+from cari import synonyms
 from cari.api.openapi import CollectionName, V1Operation
 from cari.api.problems import responses
 from cari.collection import Collection, CollectionCreate, CollectionUpdate
+from cari.synonyms import Synonyms
 
 Conn = NamedDependency[psycopg.AsyncConnection[Any]]
 
@@ -27,6 +29,36 @@ CHANGE = Example(summary="Favour keywords", value={"keyword_weight": 2.0, "thres
 class CollectionsController(Controller):
     path = "/collections"
     tags = ["collections"]  # noqa: RUF012 (Litestar reads this class attribute)
+
+    # Before the handlers named `get` and `delete`, which hide Litestar's decorators below them.
+    @get(
+        "/{collection:str}/synonyms",
+        summary="Get a collection's synonym rules",
+        operation_id="getSynonyms",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+    )
+    async def get_synonyms(self, conn: Conn, collection: CollectionName) -> Synonyms:
+        return await synonyms.get(conn, collection)
+
+    @put(
+        "/{collection:str}/synonyms",
+        summary="Replace a collection's synonym rules",
+        description="`a, b, c` makes the terms equivalent; `a, b => c` makes a query for a or "
+        "b also look for c. Rules apply to keyword search (and highlights) from the next query "
+        "on, with no re-indexing; `explain` shows the rules a query fires. A bad rule is "
+        "named in a 422 and no rule is changed.",
+        operation_id="putSynonyms",
+        responses=responses(400, 404, 413, 422, 503),
+        operation_class=V1Operation,
+    )
+    async def put_synonyms(
+        self,
+        conn: Conn,
+        collection: CollectionName,
+        data: Annotated[Synonyms, Body()],  # its example is on the struct: also the answer
+    ) -> Synonyms:
+        return await synonyms.replace(conn, collection, data)
 
     @post(
         "/",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from cari.cli import bm25, catalog, documents, search, server
+from cari.cli import bm25, catalog, documents, search, server, synonyms
 
 
 @click.group(help="Cari: hybrid search and RAG where all retrieval lives in PostgreSQL.")
@@ -25,6 +25,7 @@ for command in (
     search.search,
     search.ask,
     bm25.bm25,
+    synonyms.synonyms,
     catalog.catalog,
     catalog.rates,
 ):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from typing import TYPE_CHECKING
 
 import click
@@ -12,8 +14,10 @@ from cari.cli.common import choice, float_range, int_range, run, user_errors
 from cari.limits import Method, Mode, Threshold, TopK
 
 if TYPE_CHECKING:
+    from rich.text import Text
+
     from cari.runtime import Runtime
-    from cari.search.engine import SearchResponse
+    from cari.search.engine import SearchResponse, SearchResult
 
 
 @click.command(help="Search a collection.")
@@ -130,14 +134,13 @@ def _print_results(response: SearchResponse) -> None:
     for column in ("#", "relevance", "score", "source", "title", "text"):
         table.add_column(column, overflow="fold")
     for rank, result in enumerate(response.results, 1):
-        snippet = " ".join(result.content.split())
         table.add_row(
             str(rank),
             f"{result.relevance:.2f}",
             f"{result.score:.4f}",
             result.document_id or result.id,
             result.title,
-            snippet[:160] + ("…" if len(snippet) > 160 else ""),
+            _passage(result),
         )
     console.print(table)
     if not response.results:
@@ -146,3 +149,16 @@ def _print_results(response: SearchResponse) -> None:
         click.echo(f"warning: {warning}", err=True)
     if response.explain is not None:
         console.print_json(data=response.explain)
+
+
+def _passage(result: SearchResult) -> Text:
+    """A chunk's highlight, its matches in bold; another source's first 160 characters."""
+    from rich.text import Text
+
+    if result.highlight is None:
+        text = " ".join(result.content.split())
+        return Text(text[:160] + ("…" if len(text) > 160 else ""))
+    passage = Text()
+    for index, part in enumerate(re.split("<mark>|</mark>", result.highlight)):
+        passage.append(html.unescape(part), style="bold" if index % 2 else "")
+    return passage

@@ -45,6 +45,7 @@ from cari.errors import (
 )
 from cari.ingest.stored import Document
 from cari.search.engine import SearchRequest, SearchResponse, SearchResult
+from cari.synonyms import Synonyms
 
 __all__ = [
     "APIError",
@@ -86,6 +87,7 @@ __all__ = [
     "SearchResponse",
     "SearchResult",
     "Source",
+    "Synonyms",
     "Tool",
     "TransportError",
     "UnauthorizedError",

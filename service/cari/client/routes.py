@@ -43,6 +43,7 @@ from cari.errors import (
 from cari.ingest.stored import Document
 from cari.remote import backoff, retry_after
 from cari.search.engine import SearchRequest, SearchResponse
+from cari.synonyms import Synonyms
 
 T = TypeVar("T")
 
@@ -131,6 +132,10 @@ UPDATE_COLLECTION: Route[Collection] = Route(
     "updateCollection", "PATCH", COLLECTION, Collection, CollectionUpdate
 )
 DELETE_COLLECTION: Route[None] = Route("deleteCollection", "DELETE", COLLECTION, None)
+GET_SYNONYMS: Route[Synonyms] = Route("getSynonyms", "GET", COLLECTION + "/synonyms", Synonyms)
+PUT_SYNONYMS: Route[Synonyms] = Route(
+    "putSynonyms", "PUT", COLLECTION + "/synonyms", Synonyms, Synonyms
+)
 ADD_DOCUMENTS: Route[IngestResponse] = Route(
     "addDocuments", "POST", DOCUMENTS, IngestResponse, DocumentBatch
 )

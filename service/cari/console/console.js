@@ -2,7 +2,7 @@
 // explanations side by side, and a streamed answer.
 
 import { ApiError, apiKey, call, setApiKey, stream } from "./api.js";
-import { el, band, dropped, highlight, plan, results, waterfall } from "./render.js";
+import { el, band, dropped, highlight, marked, plan, results, waterfall } from "./render.js";
 
 const $ = (selector, root = document) => root.querySelector(selector);
 
@@ -365,6 +365,7 @@ async function answer() {
 
 function source(number, result, query) {
   const snippet = result.content.length > 400 ? `${result.content.slice(0, 400)}…` : result.content;
+  const text = result.highlight ? marked(result.highlight) : highlight(snippet, query);
   const { colour } = band(result.relevance);
   return el(
     "li",
@@ -376,7 +377,7 @@ function source(number, result, query) {
     el("span", { class: `dot ${colour}`, title: `relevance ${result.relevance}`, text: result.relevance.toFixed(2) }),
     " ",
     el("span", { class: "source", text: result.document_id || result.kind }),
-    el("p", { class: "content" }, highlight(snippet, query)),
+    el("p", { class: "content" }, text),
   );
 }
 

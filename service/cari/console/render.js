@@ -37,8 +37,25 @@ function badge(relevance) {
   );
 }
 
-// The question's words in `text`, case-insensitively, as whole words (the API returns no
-// highlights: this is the page's own reading of the question).
+// A result's passage as the API marks it: escaped text with the matches in <mark>. Built as
+// text nodes and <mark> elements, never parsed as HTML.
+const ENTITIES = { amp: "&", lt: "<", gt: ">", quot: '"', "#x27": "'" };
+export function marked(passage) {
+  const fragment = document.createDocumentFragment();
+  passage.split(/<mark>|<\/mark>/).forEach((part, index) => {
+    const text = part.replace(/&(amp|lt|gt|quot|#x27);/g, (_, name) => ENTITIES[name]);
+    if (text) fragment.append(index % 2 ? el("mark", { text }) : text);
+  });
+  return fragment;
+}
+
+// The passage of a chunk around the question's words as the API found it; for a structured
+// source (catalog item, installments), the question's words in its text, case-insensitively,
+// as whole words: the page's own reading of the question.
+export function passage(result, question) {
+  return result.highlight ? marked(result.highlight) : highlight(result.content, question);
+}
+
 export function highlight(text, question) {
   const words = [...new Set(question.toLowerCase().match(/[\p{L}\p{N}]+/gu) || [])]
     .filter((word) => word.length > 1)
@@ -130,7 +147,7 @@ export function results(list, response, question, moves) {
           move ? el("span", { class: `move ${move.class}`, title: move.label, text: move.text }) : null,
         ),
         scores,
-        el("p", { class: "content" }, highlight(result.content, question)),
+        el("p", { class: "content" }, passage(result, question)),
         installments(result),
         el("p", { class: "why", text: why(result, response.explain, kept) }),
       );

@@ -87,7 +87,9 @@ TOOLS = {
             "Search a Cari collection (hybrid keyword and semantic search) for the passages, "
             "catalog items and computed installments most relevant to a question. Each result "
             "has an `id` to cite, a title, its `content`, a 0-1 `relevance` and, for a "
-            "passage, the `document_id` it comes from (read it whole with get_document). "
+            "passage, the `document_id` it comes from (read it whole with get_document) and "
+            "a `highlight`: the part around the question's words, HTML-escaped, the matches "
+            "in <mark>. "
             "Results below the relevance threshold are dropped: no results means the "
             "collection does not hold the answer. Unset arguments take the collection's "
             "defaults.",

@@ -27,7 +27,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from cari import metrics, tracing
+from cari import metrics, synonyms, tracing
 from cari.embed import Embedder
 from cari.errors import (
     EmbedderBusy,
@@ -49,7 +49,7 @@ from cari.limits import (
 )
 from cari.queries import query
 from cari.replicas import Node, Reads
-from cari.search import bm25, relevance, structured
+from cari.search import bm25, highlights, relevance, structured
 from cari.search import intent as intents
 from cari.search.decompose import CollectionVocabulary, Decomposition, decompose, propose
 from cari.search.filters import compile_filters
@@ -102,6 +102,9 @@ class SearchResult(msgspec.Struct, kw_only=True):
     retrievers: dict[str, RetrieverHit]
     chunk_id: int | None = None
     document_id: str | None = None
+    # Chunks: the passage around the query's words, HTML with the matches in <mark> (the start
+    # of the content when no word matches; cari.search.highlights). Others: None.
+    highlight: str | None = None
 
 
 class SearchResponse(msgspec.Struct):
@@ -238,7 +241,7 @@ class Searcher:
                 timings[stage] = max(timings.get(stage, 0.0), ms)
 
         merged = _interleave([part.kept for part in parts], plan.top_k)
-        chunks = await _timed(timings, "fetch", self._chunk_results(pool, merged, parts))
+        chunks = await _timed(timings, "fetch", self._chunk_results(pool, text, merged, parts))
         if rerank and chunks:
             chunks = await _timed(timings, "rerank", self._rerank(text, chunks, top_k, warnings))
         del chunks[top_k:]
@@ -276,6 +279,8 @@ class Searcher:
                 structured_explain,
                 timings,
             )
+            async with pool.connection() as conn:
+                explain["synonyms"] = await synonyms.fired(conn, collection.id, text)
         return SearchResponse(
             query=request.query,
             mode=plan.mode,
@@ -464,12 +469,17 @@ class Searcher:
         return [Candidate(int(r[0]), float(r[1])) for r in rows], applied
 
     async def _chunk_results(
-        self, pool: AsyncConnectionPool, merged: list[tuple[Fused, int]], parts: Sequence[_Part]
+        self,
+        pool: AsyncConnectionPool,
+        text: str,
+        merged: list[tuple[Fused, int]],
+        parts: Sequence[_Part],
     ) -> list[SearchResult]:
         if not merged:
             return []
+        ids = [f.chunk_id for f, _ in merged]
         async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(query("chunks_for_results"), {"ids": [f.chunk_id for f, _ in merged]})
+            await cur.execute(query("chunks_for_results"), {"ids": ids, **highlights.params(text)})
             rows = {row["id"]: row for row in await cur.fetchall()}
         results = []
         for fused, index in merged:
@@ -488,6 +498,7 @@ class Searcher:
                     score=fused.score,
                     relevance=round(parts[index].scored[fused.chunk_id], 4),
                     retrievers={n: RetrieverHit(r, s) for n, (r, s) in fused.ranks.items()},
+                    highlight=highlights.marked(row["highlight"]),
                 )
             )
         return results

@@ -33,6 +33,7 @@ from cari.collection import Collection, CollectionCreate, CollectionUpdate
 from cari.errors import TransportError
 from cari.ingest.stored import Document
 from cari.search.engine import SearchRequest, SearchResponse
+from cari.synonyms import Synonyms
 
 T = TypeVar("T")
 STREAM = {"accept": "text/event-stream"}
@@ -97,6 +98,12 @@ class Client:
 
     def delete_collection(self, collection: str) -> None:
         self._send(routes.DELETE_COLLECTION.call(collection=collection))
+
+    def get_synonyms(self, collection: str) -> Synonyms:
+        return self._send(routes.GET_SYNONYMS.call(collection=collection))
+
+    def put_synonyms(self, collection: str, synonyms: Synonyms) -> Synonyms:
+        return self._send(routes.PUT_SYNONYMS.call(synonyms, collection=collection))
 
     # -- documents ------------------------------------------------------------------------
 

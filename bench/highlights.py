@@ -1,0 +1,236 @@
+"""What highlights and synonym rules add per search, at 10k chunks, against same-run baselines.
+
+    python -m bench.highlights [--chunks 10000] [--queries 100] [--rounds 3] [--rules 200]
+
+Corpus, queries and settings as `bench.search` (synthesised rows of real passages, language
+`simple`, real questions of the five sets), at 10k chunks by default. Two figures:
+
+- **Highlights**: for each question, its result page (the service's hybrid top 10, threshold
+  0) is fetched with `chunks_for_results` (text, provenance and each chunk's `ts_headline`)
+  and with the same fetch without highlights (`BARE_FETCH`, the statement before them), one
+  after the other on one connection in autocommit, which goes first alternating. The
+  difference is what highlights add to a search; it is printed beside the mean time of the
+  whole hybrid search through the service (`Searcher.search`, query vectors cached), which
+  includes them.
+- **Synonyms**: `search_keyword` (the service's candidates) for every question, with the
+  collection holding no rule, then holding `--rules` equivalence rules built from the
+  questions' own words (each word with a word of the corpus: most questions fire several),
+  alternating round by round; and the keyword statement before synonyms (`KEYWORD_BEFORE`,
+  `query_terms` and one sum per chunk) beside it on every question (which goes first
+  alternating), the baseline for what the expansion costs a collection with no rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import re
+import statistics
+import time
+from typing import Any
+
+from bench.database import fresh_runtime
+from bench.search import (
+    COLLECTION,
+    TOP_K,
+    base_vectors,
+    load_corpus,
+    load_passages,
+    load_queries,
+    synthetic_vectors,
+)
+from cari import synonyms
+from cari.queries import query
+from cari.search import highlights
+from cari.search.engine import SearchRequest
+from cari.settings import load_settings
+
+DATABASE = "cari_bench_highlights"
+BARE_FETCH = """
+SELECT c.id, d.external_id AS document_id, c.title, c.content, c.metadata, c.ordinal
+FROM chunks AS c
+JOIN documents AS d ON d.id = c.document_id
+WHERE c.id = ANY(%(ids)s)
+"""
+# sql/search_keyword.sql before synonyms (no filters): the query's lexemes by `query_terms`.
+KEYWORD_BEFORE = """
+WITH params AS (
+    SELECT c.bm25_k1 AS k1, c.bm25_b AS b, c.bm25_k3 AS k3, c.title_boost AS boost, c.language
+    FROM collections AS c WHERE c.id = %(collection_id)s
+), sizes AS (
+    SELECT s.language, sum(s.chunks) AS chunks,
+           sum(s.length_title * p.boost + s.length_body) AS length
+    FROM (
+        SELECT language, chunks, length_title, length_body
+        FROM bm25_sizes WHERE collection_id = %(collection_id)s
+        UNION ALL
+        SELECT language, chunks, length_title, length_body
+        FROM bm25_pending_sizes WHERE collection_id = %(collection_id)s
+    ) AS s, params AS p
+    GROUP BY s.language
+), totals AS (
+    SELECT sum(chunks) AS n, sum(length) / nullif(sum(chunks), 0) AS avglen FROM sizes
+), words AS (
+    SELECT w.lexeme, max(w.qtf) AS qtf
+    FROM (SELECT language FROM sizes WHERE chunks > 0 UNION SELECT language FROM params) AS l,
+         query_terms(l.language, %(query)s) AS w
+    GROUP BY w.lexeme
+), terms AS (
+    SELECT w.lexeme, d.df,
+           ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) * bm25_query_weight(w.qtf, p.k3) AS weight
+    FROM words AS w CROSS JOIN totals AS t CROSS JOIN params AS p
+    CROSS JOIN LATERAL (
+        SELECT sum(df) AS df FROM (
+            SELECT df FROM bm25_terms
+            WHERE collection_id = %(collection_id)s AND lexeme = w.lexeme
+            UNION ALL
+            SELECT df FROM bm25_pending_terms
+            WHERE collection_id = %(collection_id)s AND lexeme = w.lexeme
+        ) AS s
+    ) AS d
+    WHERE d.df > 0
+), scored AS (
+    SELECT heads.chunk_id, sum(heads.part) AS score
+    FROM (
+        SELECT h.chunk_id,
+               t.weight * bm25_tf(h.tf_title * p.boost + h.tf_body,
+                               h.len_title * p.boost + h.len_body, a.avglen, p.k1, p.b) AS part
+        FROM terms AS t CROSS JOIN params AS p CROSS JOIN totals AS a
+        CROSS JOIN LATERAL (
+            SELECT o.chunk_id, o.tf_title, o.tf_body, o.len_title, o.len_body
+            FROM postings AS o
+            WHERE o.collection_id = %(collection_id)s AND o.lexeme = t.lexeme
+        ) AS h
+    ) AS heads
+    GROUP BY heads.chunk_id
+)
+SELECT chunk_id, score, (SELECT sum(df) FROM terms) AS postings_read
+FROM scored WHERE score > 0
+ORDER BY score DESC, chunk_id
+LIMIT %(candidates)s
+"""
+WORD = re.compile(r"[a-z]{5,}")
+
+
+def summary(values: list[float]) -> str:
+    p95 = statistics.quantiles(values, n=20)[-1]
+    mean, median = statistics.fmean(values), statistics.median(values)
+    return f"mean {mean:6.2f} ms, p50 {median:6.2f}, p95 {p95:6.2f}"
+
+
+async def timed(conn: Any, statement: str, params: dict[str, Any]) -> float:
+    started = time.perf_counter()
+    cur = await conn.execute(statement, params)
+    await cur.fetchall()
+    return (time.perf_counter() - started) * 1000
+
+
+async def run(chunks: int, query_count: int, rounds: int, rule_count: int) -> None:
+    settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0, embedder="local")
+    async with fresh_runtime(DATABASE, settings) as rt:
+        passages = load_passages()
+        vectors, _ = synthetic_vectors(await base_vectors(rt.embedder, passages), chunks)
+        await load_corpus(rt.pool, settings, passages, vectors)
+        queries = load_queries(query_count)
+        for text in queries:
+            await rt.searcher.vectors.get(text.strip())
+        async with rt.pool.connection() as conn:
+            cur = await conn.execute("SELECT id FROM collections WHERE name = %s", (COLLECTION,))
+            collection_id = int((await cur.fetchone() or (0,))[0])
+
+        # Highlights: the same result pages fetched with and without them.
+        pages: dict[str, list[int]] = {}
+        service: list[float] = []
+        with_: list[float] = []
+        bare: list[float] = []
+        for round_ in range(rounds + 1):  # round 0 warms up
+            for n, text in enumerate(queries):
+                request = SearchRequest(query=text, mode="hybrid", top_k=TOP_K, threshold=0)
+                started = time.perf_counter()
+                response = await rt.searcher.search(COLLECTION, request)
+                served = (time.perf_counter() - started) * 1000
+                pages[text] = [r.chunk_id for r in response.results if r.chunk_id is not None]
+                params = {"ids": pages[text], **highlights.params(text)}
+                async with rt.pool.connection() as conn:
+                    await conn.set_autocommit(True)
+                    if (n + round_) % 2:
+                        lit = await timed(conn, query("chunks_for_results"), params)
+                        plain = await timed(conn, BARE_FETCH, params)
+                    else:
+                        plain = await timed(conn, BARE_FETCH, params)
+                        lit = await timed(conn, query("chunks_for_results"), params)
+                if round_:
+                    service.append(served)
+                    with_.append(lit)
+                    bare.append(plain)
+        sizes = [len(ids) for ids in pages.values()]
+        added = [w - b for w, b in zip(with_, bare, strict=True)]
+        print(
+            f"\nhighlights: {len(queries)} questions x {rounds} rounds, pages of "
+            f"{statistics.fmean(sizes):.1f} chunks"
+        )
+        print(f"  fetch without highlights  {summary(bare)}")
+        print(f"  fetch with highlights     {summary(with_)}")
+        print(f"  added per search          {summary(added)}")
+        print(
+            f"  hybrid search (service)   {summary(service)}; highlights "
+            f"{statistics.fmean(added) / statistics.fmean(service):.1%} of it"
+        )
+
+        # Synonyms: keyword search with no rule, with rules, and the statement before them.
+        rng = random.Random(0)
+        words = sorted({w for text in queries for w in WORD.findall(text.lower())})
+        corpus = sorted({w for p in passages[:2000] for w in WORD.findall(p.text.lower())})
+        rng.shuffle(words)
+        rules = [f"{w}, {rng.choice([c for c in corpus if c != w])}" for w in words[:rule_count]]
+        keyword = query("search_keyword").replace("{filters}", "")
+        base = {"collection_id": collection_id, "candidates": settings.search_candidates}
+        times: dict[str, list[float]] = {"before": [], "no rule": [], "rules": []}
+        fired: list[int] = []
+        for round_ in range(2 * rounds + 1):
+            state = "rules" if round_ % 2 else "no rule"
+            async with rt.pool.connection() as conn:
+                await conn.set_autocommit(True)
+                wanted = synonyms.Synonyms(rules=rules if state == "rules" else [])
+                await synonyms.replace(conn, COLLECTION, wanted)
+                for n, text in enumerate(queries):
+                    params = {**base, "query": text}
+                    if (n + round_) % 2:  # which goes first alternates
+                        after = await timed(conn, keyword, params)
+                        before = await timed(conn, KEYWORD_BEFORE, params)
+                    else:
+                        before = await timed(conn, KEYWORD_BEFORE, params)
+                        after = await timed(conn, keyword, params)
+                    if round_ >= 1:
+                        times[state].append(after)
+                        if state == "no rule":
+                            times["before"].append(before)
+                    if round_ == 1:
+                        fired.append(len(await synonyms.fired(conn, collection_id, text)))
+        print(
+            f"\nsynonyms: keyword search, {settings.search_candidates} candidates, "
+            f"{len(rules)} rules; rules fired per question: mean {statistics.fmean(fired):.1f}, "
+            f"{sum(1 for f in fired if f) / len(fired):.0%} of questions fire one or more"
+        )
+        for state, values in times.items():
+            print(f"  {state:8s} {summary(values)}")
+        mean = {state: statistics.fmean(values) for state, values in times.items()}
+        print(
+            f"  no rule / before: {mean['no rule'] / mean['before']:.3f}; "
+            f"rules / no rule: {mean['rules'] / mean['no rule']:.3f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=10_000)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rules", type=int, default=200)
+    args = parser.parse_args()
+    asyncio.run(run(args.chunks, args.queries, args.rounds, args.rules))
+
+
+if __name__ == "__main__":
+    main()
