@@ -7,7 +7,9 @@
 -- document in an Indonesian collection is matched on English stems. A query word the
 -- collection has never seen weighs as a word of no chunk (df 0), more than any it holds: a
 -- question about something else covers little of itself here. Each chunk reads its embedding
--- and its tsvector by primary key: the 2·top_k weighed chunks, no scan.
+-- and its tsvector by primary key: the 2·top_k weighed chunks, no scan. A chunk whose vector
+-- is another width than the query's (its collection was just moved to another embedder) has no
+-- cosine, rather than an error.
 WITH sizes AS (
     SELECT language, sum(chunks) AS chunks FROM (
         SELECT language, chunks FROM bm25_sizes WHERE collection_id = %(collection_id)s
@@ -41,7 +43,8 @@ WITH sizes AS (
     WHERE k.id = %(collection_id)s
 )
 SELECT c.id,
-       1 - (c.embedding <=> %(vector)s::vector) AS cosine,
+       CASE WHEN vector_dims(c.embedding) = vector_dims(%(vector)s::vector)
+            THEN 1 - (c.embedding <=> %(vector)s::vector) END AS cosine,
        coalesce((SELECT sum(t.weight) FILTER (WHERE t.lexeme = ANY (tsvector_to_array(c.tsv)))
                         / nullif(sum(t.weight), 0)
                  FROM terms AS t WHERE t.language = c.language), 0) AS coverage

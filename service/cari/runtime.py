@@ -26,7 +26,7 @@ from psycopg_pool import AsyncConnectionPool
 from cari import db, metrics
 from cari.answer.llm import ChatClient
 from cari.answer.service import Answerer
-from cari.embed import Embedder, LocalEmbedder, OpenAIEmbedder, check_settings
+from cari.embed import Embedder, Embedders, LocalEmbedder, OpenAIEmbedder, check_settings
 from cari.ingest.pipeline import Ingestor
 from cari.search.engine import Searcher
 from cari.search.rerank import Reranker
@@ -39,7 +39,8 @@ class Runtime:
 
     settings: Settings
     pool: AsyncConnectionPool
-    embedder: Embedder
+    embedder: Embedder  # the default one
+    embedders: Embedders  # every one a collection may name
     searcher: Searcher
     ingestor: Ingestor
     answerer: Answerer
@@ -62,7 +63,7 @@ async def open_runtime(
 
     `wait=False` opens the pool without waiting for a connection, so a server can start (and
     report the database on /readyz) while PostgreSQL is down. `wrap_embedder` puts a layer
-    around the configured embedder, e.g. a benchmark's on-disk cache.
+    around each embedder, e.g. a benchmark's on-disk cache.
     """
     check(settings)
     location = dsn if dsn is not None else await to_thread.run_sync(db.database_url, settings)
@@ -73,6 +74,8 @@ async def open_runtime(
         if wrap_embedder is not None:
             embedder = wrap_embedder(embedder)
         stack.push_async_callback(embedder.aclose)
+        embedders = Embedders(settings, embedder, wrap_embedder)
+        stack.push_async_callback(embedders.aclose)
         chat = _chat_client(settings)
         if chat is not None:
             stack.push_async_callback(chat.aclose)
@@ -80,14 +83,15 @@ async def open_runtime(
         if reranker is not None:
             stack.push_async_callback(reranker.aclose)
         await pool.open(wait=wait)
-        searcher = Searcher(pool, embedder, settings, reranker=reranker)
+        searcher = Searcher(pool, embedders, settings, reranker=reranker)
         stack.enter_context(metrics.watch(pool, searcher.vectors))
         yield Runtime(
             settings=settings,
             pool=pool,
             embedder=embedder,
+            embedders=embedders,
             searcher=searcher,
-            ingestor=Ingestor(pool, embedder, settings),
+            ingestor=Ingestor(pool, embedders, settings),
             answerer=Answerer(pool, searcher, chat=chat),
         )
 

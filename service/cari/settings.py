@@ -3,17 +3,61 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
 import platformdirs
-from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from cari.errors import ConfigError
 
 # Dimensions of the bundled local embedder (multilingual-e5-small).
 LOCAL_EMBEDDING_DIMENSION = 384
+# pgvector's HNSW indexes `vector` up to 2,000 dimensions and `halfvec` up to 4,000: a wider
+# embedding could be stored but never searched through an index.
+MAX_EMBEDDING_DIMENSIONS = 4000
+# A collection's or profile's name: a slug.
+EMBEDDER_NAME_PATTERN = "^[a-z0-9][a-z0-9_-]{0,62}$"
+# The names a collection's `embedder` may take besides CARI_EMBEDDERS' own: the bundled model.
+LOCAL_EMBEDDER = "local"
+
+
+def _check_width(value: int | None) -> int | None:
+    if value is not None and value > MAX_EMBEDDING_DIMENSIONS:
+        raise ValueError(
+            f"{value} dimensions is above pgvector's limit for an indexed vector "
+            f"({MAX_EMBEDDING_DIMENSIONS:,}, as halfvec): ask the model for fewer (OpenAI's "
+            "text-embedding-3 models take any width up to their own)"
+        )
+    return value
+
+
+class EmbedderProfile(BaseModel):
+    """An OpenAI-compatible embedding model a collection can name (one entry of
+    CARI_EMBEDDERS); batching, retries and timeouts are the CARI_EMBEDDING_* settings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(min_length=1, description="Model name the embeddings API expects.")
+    dimensions: int = Field(ge=1, description="Width of its vectors (sent as `dimensions`).")
+    base_url: str = Field(min_length=1, description="OpenAI-compatible API base URL (…/v1).")
+    api_key: str | None = None
+
+    @field_validator("dimensions")
+    @classmethod
+    def _width_limit(cls, value: int) -> int:
+        _check_width(value)
+        return value
 
 
 class Settings(BaseSettings):
@@ -63,7 +107,7 @@ class Settings(BaseSettings):
         default=None, description="Model name; the local embedder has one model."
     )
     embedding_dimensions: int | None = Field(
-        default=None, ge=1, le=16_000, description="Required for the openai embedder."
+        default=None, ge=1, description="Required for the openai embedder; at most 4,000."
     )
     embedding_base_url: str | None = Field(
         default=None, description="OpenAI-compatible API base URL (…/v1)."
@@ -82,6 +126,17 @@ class Settings(BaseSettings):
     embedding_max_waiting_queries: int = Field(default=64, ge=1, le=100_000)
     embedding_query_timeout_s: float = Field(
         default=2.0, gt=0, description="Longest a search waits for its query's embedding."
+    )
+    embedders: dict[str, EmbedderProfile] = Field(
+        default_factory=dict,
+        description="Named OpenAI-compatible embedders collections may use (JSON object: "
+        "name -> {model, dimensions, base_url, api_key}).",
+    )
+    halfvec_dimensions: int = Field(
+        default=2001,
+        ge=1,
+        le=2001,
+        description="Embeddings this wide or wider are indexed as halfvec (16-bit floats).",
     )
 
     chunk_max_tokens: int = Field(default=512, ge=16, le=8192)
@@ -164,6 +219,21 @@ class Settings(BaseSettings):
             raise ValueError(f"not a PostgreSQL connection string (bad port {params['port']!r})")
         return value
 
+    @field_validator("embedding_dimensions")
+    @classmethod
+    def _width_limit(cls, value: int | None) -> int | None:
+        return _check_width(value)
+
+    @field_validator("embedders")
+    @classmethod
+    def _profile_names(cls, value: dict[str, EmbedderProfile]) -> dict[str, EmbedderProfile]:
+        for name in value:
+            if not re.fullmatch(EMBEDDER_NAME_PATTERN, name):
+                raise ValueError(f"embedder name {name!r} is not a slug (a-z, 0-9, '-', '_')")
+            if name == LOCAL_EMBEDDER:
+                raise ValueError(f"'{LOCAL_EMBEDDER}' names the bundled model: choose another")
+        return value
+
     @field_validator("api_keys", "cors_origins", mode="before")
     @classmethod
     def _split_commas(cls, value: object) -> object:
@@ -208,6 +278,17 @@ class Settings(BaseSettings):
             raise ConfigError("CARI_EMBEDDING_DIMENSIONS is required when CARI_EMBEDDER=openai")
         return self.embedding_dimensions
 
+    def dimension_of(self, embedder: str | None) -> int:
+        """Width of the vectors of the embedder a collection names (None: the default one)."""
+        if embedder is None:
+            return self.embedding_dimension
+        if embedder == LOCAL_EMBEDDER:
+            return LOCAL_EMBEDDING_DIMENSION
+        profile = self.embedders.get(embedder)
+        if profile is None:
+            raise ConfigError(unknown_embedder(embedder, self))
+        return profile.dimensions
+
     def check_bind(self, host: str) -> None:
         """Refuse to expose an open API beyond this machine unless told to."""
         if self.api_keys or self.allow_unauthenticated or is_loopback(host):
@@ -216,6 +297,11 @@ class Settings(BaseSettings):
             f"refusing to listen on {host} without API keys: set CARI_API_KEYS, "
             "or CARI_ALLOW_UNAUTHENTICATED=true to serve an open API on purpose"
         )
+
+
+def unknown_embedder(name: str, settings: Settings) -> str:
+    known = ", ".join([LOCAL_EMBEDDER, *settings.embedders])
+    return f"embedder '{name}' is not configured (CARI_EMBEDDERS; known: {known})"
 
 
 def is_loopback(host: str) -> bool:

@@ -28,7 +28,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from cari import metrics, tracing
-from cari.embed import Embedder
+from cari.embed import Embedders
 from cari.errors import (
     EmbedderBusy,
     EmbedderUnavailable,
@@ -57,6 +57,7 @@ from cari.search.query_vectors import QueryVectors
 from cari.search.rerank import Reranker
 from cari.search.router import Keywords, Router, Routing
 from cari.settings import Settings
+from cari.vector_space import Space, space
 
 Kind = Literal["chunk", "catalog", "financing"]
 T = TypeVar("T")
@@ -127,6 +128,16 @@ class _Collection:
     threshold: float
     pricing_keywords: list[str]
     financing_keywords: list[str]
+    embedder: str | None  # None: the default one
+
+
+@dataclass(frozen=True, slots=True)
+class _Model:
+    """An embedder as searches use it: its query vectors, its router, its vectors' index."""
+
+    vectors: QueryVectors
+    router: Router
+    space: Space
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +166,7 @@ class _Part:
     dropped: list[Fused] = field(default_factory=list)
     lists: dict[str, list[Candidate]] = field(default_factory=dict)
     vector: np.ndarray | None = None
+    space: Space | None = None  # the vector's
     cached: bool = False
     applied_ef: str | None = None
     postings_read: int | None = None
@@ -166,7 +178,7 @@ class Searcher:
     def __init__(
         self,
         pool: AsyncConnectionPool,
-        embedder: Embedder,
+        embedders: Embedders,
         settings: Settings,
         *,
         reranker: Reranker | None = None,
@@ -174,13 +186,28 @@ class Searcher:
         self.pool = pool
         self.settings = settings
         self.reranker = reranker  # not owned: the runtime closes it
-        self.vectors = QueryVectors(
-            embedder, settings.query_cache_size, settings.embedding_query_timeout_s
-        )
-        self.router = Router(embedder)
+        self.embedders = embedders
+        self._models: dict[str | None, _Model] = {}
+        default = self._model(None)
+        self.vectors = default.vectors  # the default embedder's, which metrics report
+        self.router = default.router
         self.scale = relevance.Scale(
             settings.relevance_cosine_floor, settings.relevance_cosine_ceiling
         )
+
+    def _model(self, embedder: str | None) -> _Model:
+        """The named embedder's query side, built on first use (EmbedderUnavailable if no such
+        embedder is configured)."""
+        if (model := self._models.get(embedder)) is None:
+            built = self.embedders.get(embedder)
+            timeout = self.settings.embedding_query_timeout_s
+            model = _Model(
+                QueryVectors(built, self.settings.query_cache_size, timeout),
+                Router(built),
+                space(built.dimension, self.settings),
+            )
+            self._models[embedder] = model
+        return model
 
     async def search(self, collection_name: str, request: SearchRequest) -> SearchResponse:
         started = time.perf_counter()
@@ -238,6 +265,7 @@ class Searcher:
                     collection.id,
                     text,
                     [(p.text, p.vector, p.routing) for p in parts if p.routing is not None],
+                    next((p.space for p in parts if p.space is not None), None),
                     plan.threshold,
                     top_k,
                 ),
@@ -342,10 +370,13 @@ class Searcher:
             return found.candidates
 
         async def vector() -> list[Candidate]:
-            vector, part.cached = await _timed(part.timings, "embed", self.vectors.get(part.text))
-            part.vector = vector
+            model = self._model(collection.embedder)
+            vector, part.cached = await _timed(part.timings, "embed", model.vectors.get(part.text))
+            part.vector, part.space = vector, model.space
             found, part.applied_ef = await _timed(
-                part.timings, "vector", self._vector(vector, plan.ef_search, filters, params)
+                part.timings,
+                "vector",
+                self._vector(vector, model.space, plan.ef_search, filters, params),
             )
             return found
 
@@ -380,8 +411,11 @@ class Searcher:
         for fused, kept in zip(head, relevance.keep(scores, plan.threshold), strict=True):
             (part.kept if kept else part.dropped).append(fused)
         del part.kept[plan.top_k :]
+        # Without the collection's embedder (keyword mode, or it failed) there is no vector
+        # and any router routes by words alone.
+        router = self._models.get(collection.embedder, self._models[None]).router
         part.routing = await _timed(
-            part.timings, "route", self.router.route(part.text, part.vector, keywords)
+            part.timings, "route", router.route(part.text, part.vector, keywords)
         )
 
     async def _collection(self, name: str) -> _Collection:
@@ -410,9 +444,14 @@ class Searcher:
             )
 
     async def _vector(
-        self, vector: np.ndarray, ef_search: int, filters: sql.Composable, params: dict[str, Any]
+        self,
+        vector: np.ndarray,
+        space: Space,
+        ef_search: int,
+        filters: sql.Composable,
+        params: dict[str, Any],
     ) -> tuple[list[Candidate], str | None]:
-        statement = sql.SQL(query("search_vector")).format(filters=filters)
+        statement = space.statement("search_vector", filters=filters, alias=sql.Identifier("c"))
         values = {**params, "vector": vector}
         async with self.pool.connection() as conn:
             if ef_search == self.settings.hnsw_ef_search:
