@@ -1,6 +1,6 @@
 """What indexing embeddings as `halfvec` (16-bit floats) instead of `vector` costs or saves.
 
-    OMP_NUM_THREADS=1 python -m bench.halfvec [--vectors 12000] [--queries 200]
+    OMP_NUM_THREADS=1 python -m bench.halfvec [--vectors 12000] [--queries 200] [--wide 1500]
 
 Vectors: real multilingual-e5-small passage and query vectors (384-d) from the benchmarks'
 embedding cache (`bench/.cache/embeddings-multilingual-e5-small.sqlite`, filled by
@@ -18,6 +18,12 @@ and 100 (Cari's default); recall@10 is against the exact top 10 computed in nump
 latency is the client's wall time per statement (p50 / p95, after one warm-up pass), sizes are
 `pg_relation_size` of the index and `pg_table_size` of a table with a `vector` or a `halfvec`
 column. `vector` is the baseline: halfvec's figures are also given as a ratio to it.
+
+Then the planner at 3,072 dimensions (`--wide` random unit vectors, 1,500 by default): a
+vector that wide lives in TOAST, which PostgreSQL does not count when it costs an exact scan.
+One table, two partial HNSW indexes, one on the plain cast `embedding::halfvec(3072)` and one
+on Cari's `cari_halfvec(embedding)::halfvec(3072)` (migration 0009); the same top-100 query
+ordered by each expression: which plan PostgreSQL picks, and its p50 over 50 queries.
 """
 
 from __future__ import annotations
@@ -140,7 +146,69 @@ def table_mb(conn: psycopg.Connection[Any], kind: str, corpus: np.ndarray) -> fl
     return (row[0] if row else 0) / 2**20
 
 
-def run(vectors: int, queries: int) -> dict[str, Any]:
+def planner(conn: psycopg.Connection[Any], count: int, width: int = 3072) -> dict[str, Any]:
+    name = f"{TABLE}_wide"
+    table = sql.Identifier(name)
+    rng = np.random.default_rng(1)
+    conn.execute(
+        sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, embedding vector STORAGE MAIN)").format(table)
+    )
+    with conn.cursor().copy(
+        sql.SQL("COPY {} (id, embedding) FROM STDIN WITH (FORMAT BINARY)").format(table)
+    ) as copy:
+        copy.set_types(["int4", "vector"])
+        for i in range(count):
+            vector = rng.standard_normal(width).astype(np.float32)
+            copy.write_row((i, vector / np.linalg.norm(vector)))
+    cari = Space(width, "halfvec")
+    expressions = {
+        "plain cast": sql.SQL("embedding::{}").format(cari.type),
+        "cari_halfvec": cari.indexed(sql.Identifier("embedding")),
+    }
+    for label, expression in expressions.items():
+        conn.execute(
+            sql.SQL(
+                "CREATE INDEX {} ON {} USING hnsw (({}) halfvec_cosine_ops) "
+                "WHERE vector_dims(embedding) = {}"
+            ).format(
+                sql.Identifier(f"{name}_{label.replace(' ', '_')}_idx"),
+                table,
+                expression,
+                sql.Literal(width),
+            )
+        )
+    conn.execute(
+        sql.SQL("CREATE STATISTICS {} ON (vector_dims(embedding)) FROM {}").format(
+            sql.Identifier(f"{name}_dims"), table
+        )
+    )
+    conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
+    conn.execute("SET hnsw.ef_search = 100")
+    queries = rng.standard_normal((50, width)).astype(np.float32)
+    figures: dict[str, Any] = {"chunks": count}
+    for label, expression in expressions.items():
+        statement = sql.SQL(
+            "SELECT id FROM {} WHERE vector_dims(embedding) = {} ORDER BY {} <=> %s::{} LIMIT 100"
+        ).format(table, sql.Literal(width), expression, cari.type)
+        plan = conn.execute(sql.SQL("EXPLAIN ") + statement, (queries[0],)).fetchall()
+        scan = next(str(r[0]).strip("-> ") for r in plan if "Scan" in str(r[0]))
+        for query in queries[:5]:
+            conn.execute(statement, (query,)).fetchall()
+        seconds = []
+        for query in queries:
+            began = time.perf_counter()
+            conn.execute(statement, (query,)).fetchall()
+            seconds.append(time.perf_counter() - began)
+        figures[label] = {
+            "plan": scan.split("  (")[0],
+            "p50_ms": float(np.percentile(seconds, 50) * 1000),
+        }
+        print(f"  {label:<13} {figures[label]['p50_ms']:7.2f} ms  {figures[label]['plan']}")
+    conn.execute(sql.SQL("DROP TABLE {}").format(table))
+    return figures
+
+
+def run(vectors: int, queries: int, wide: int) -> dict[str, Any]:
     settings = load_settings()
     dsn = fresh_database("cari_bench_halfvec", settings)
     base = load_vectors(vectors + queries)
@@ -185,6 +253,10 @@ def run(vectors: int, queries: int) -> dict[str, Any]:
             conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(TABLE)))
         report["widths"][str(width)] = figures
         show(width, figures)
+    print(f"\nthe planner at 3,072 dimensions, {wide:,} chunks (p50 of a top-100 query, plan)")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        register_vector(conn)
+        report["planner"] = planner(conn, wide)
     return report
 
 
@@ -222,8 +294,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--vectors", type=int, default=12_000)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--wide", type=int, default=1500)
     args = parser.parse_args()
-    report = run(args.vectors, args.queries)
+    report = run(args.vectors, args.queries, args.wide)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
     print(f"\nwritten to {RESULTS}")
 

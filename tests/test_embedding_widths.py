@@ -4,6 +4,7 @@ its own width, and a collection moved to another model while searches go on."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -15,11 +16,14 @@ import numpy as np
 import psycopg
 import pytest
 from litestar.testing import TestClient
-from pgvector.psycopg import register_vector
+from pgvector.psycopg import register_vector, register_vector_async
 from psycopg import sql
 
-from cari import migrations
+from cari import db, migrations
 from cari.errors import ConfigError
+from cari.ingest import store
+from cari.ingest.chunking import Chunk
+from cari.ingest.formats import Section
 from cari.queries import query
 from cari.settings import Settings, load_settings
 from cari.vector_space import Space, space
@@ -241,3 +245,54 @@ def test_resize_moves_the_default_collections_to_halfvec(empty_dsn: str) -> None
         for table in ("chunks", "catalog_items")
         for kind in ("vector_384", "halfvec_3072")
     }
+
+
+def test_start_up_refuses_a_collection_its_embedder_no_longer_fits(dsn: str) -> None:
+    large = {"large": {"model": "m", "dimensions": WIDE, "base_url": "http://x/v1"}}
+    with psycopg.connect(dsn) as conn:
+        conn.execute(
+            "INSERT INTO collections (name, embedder, dimensions) VALUES ('w', 'large', %s)",
+            (WIDE,),
+        )
+    db.check_embedding_dimension(dsn, settings_for(dsn, embedders=large))
+    with pytest.raises(ConfigError, match="embedder 'large' is not configured"):
+        db.check_embedding_dimension(dsn, settings_for(dsn))
+    narrower = {"large": large["large"] | {"dimensions": 1024}}
+    with pytest.raises(ConfigError, match=r"stores 3072-dimensional .* 'w' .* makes 1024"):
+        db.check_embedding_dimension(dsn, settings_for(dsn, embedders=narrower))
+
+
+def test_a_collection_on_the_bundled_model_beside_an_embedding_service(
+    dsn: str, wide: FakeOpenAI
+) -> None:
+    """The default embedder is the service; a collection naming `local` is embedded, and its
+    questions too, by the real bundled model, which the service never hears of."""
+    with open_app(dsn, wide) as client:
+        created = client.post("/v1/collections", json={"name": "bundled", "embedder": "local"})
+        assert created.status_code == 201, created.text
+        add(client, "bundled")
+        assert widths(dsn, "bundled") == {384}
+        for key, text in DOCUMENTS.items():
+            assert top(client, "bundled", text) == key
+    assert wide.requests == []
+
+
+def test_vectors_of_a_replaced_model_are_not_written(dsn: str) -> None:
+    """A batch embedded before its collection moved to another model is stored without
+    vectors (the server's re-embedding gives it the new model's), not with the old ones."""
+
+    async def write() -> None:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            await register_vector_async(conn)
+            await conn.execute("INSERT INTO collections (name) VALUES ('raced')")
+            before = await store.collection_ref(conn, "raced")
+            await conn.execute("UPDATE collections SET embedder = 'local' WHERE name = 'raced'")
+            document = store.NewDocument("d", "", [Section("text")], {}, None)
+            chunk = Chunk(0, "", "text", 1, {})
+            vector = np.ones(384, dtype=np.float32)
+            await store.write_documents(conn, before, [store.Prepared(document, [chunk], [vector])])
+
+    asyncio.run(write())
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT embedding IS NULL FROM chunks").fetchone()
+    assert row == (True,)

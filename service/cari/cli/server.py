@@ -87,8 +87,8 @@ def migrate(revision: str, down_to: str | None, resize_embeddings: bool) -> None
     if resize_embeddings:
         resized = migrations.resize_embeddings(dsn, config)
         click.echo(
-            f"{resized} collection(s) now take {config.embedding_dimension}-dimensional "
-            "embeddings or their embedder's width; run `cari reembed` to compute the vectors"
+            f"{resized} collection(s) resized to their embedder's width; "
+            "run `cari reembed` to compute their vectors"
         )
 
 
