@@ -41,7 +41,15 @@ DOCUMENTS = {
 
 def profiles(fake: FakeOpenAI) -> dict[str, Any]:
     """CARI_EMBEDDERS naming the fake at 3,072 dimensions."""
-    return {"large": {"model": fake.model, "dimensions": WIDE, "base_url": fake.url}}
+    return {
+        "large": {
+            "model": fake.model,
+            "dimensions": WIDE,
+            "base_url": fake.url,
+            "cosine_floor": 0.1,  # calibrated for its model, not the bundled one's 0.8
+            "cosine_ceiling": 0.6,
+        }
+    }
 
 
 @pytest.fixture
@@ -159,6 +167,11 @@ def test_a_wide_and_a_narrow_collection_side_by_side(dsn: str, wide: FakeOpenAI)
             assert top(client, "broad", text) == key
         requested = {body.get("dimensions") for body in wide.requests}
         assert requested == {384, WIDE}
+        for name, scale in (("narrow", [0.8, 0.98]), ("broad", [0.1, 0.6])):
+            explained = client.post(
+                f"/v1/collections/{name}/search", json={"query": "bread", "explain": True}
+            ).json()["explain"]["relevance_scale"]
+            assert [explained["cosine_floor"], explained["cosine_ceiling"]] == scale
 
     pad(dsn, "narrow", 384, 2000)
     pad(dsn, "broad", WIDE, 300)
@@ -220,6 +233,9 @@ def test_widths_above_pgvectors_limit_are_refused() -> None:
     too_wide = {"big": {"model": "m", "dimensions": 4001, "base_url": "http://x/v1"}}
     with pytest.raises(ConfigError, match=r"CARI_EMBEDDERS.*4001 dimensions"):
         load_settings(embedders=too_wide)
+    upside_down = {"big": too_wide["big"] | {"dimensions": 8, "cosine_floor": 0.99}}
+    with pytest.raises(ConfigError, match=r"cosine floor 0\.99 must be below its ceiling 0\.98"):
+        load_settings(embedders=upside_down)
     with pytest.raises(ConfigError, match="'local' names the bundled model"):
         load_settings(embedders={"local": too_wide["big"] | {"dimensions": 8}})
     at_limit = Settings(_env_file=None, embedder="openai", embedding_dimensions=4000)  # type: ignore[call-arg]

@@ -52,6 +52,12 @@ class EmbedderProfile(BaseModel):
     dimensions: int = Field(ge=1, description="Width of its vectors (sent as `dimensions`).")
     base_url: str = Field(min_length=1, description="OpenAI-compatible API base URL (…/v1).")
     api_key: str | None = None
+    cosine_floor: float | None = Field(
+        default=None, ge=-1, lt=1, description="Its relevance floor; unset: CARI_RELEVANCE_*."
+    )
+    cosine_ceiling: float | None = Field(
+        default=None, gt=-1, le=1, description="Its relevance ceiling; unset: CARI_RELEVANCE_*."
+    )
 
     @field_validator("dimensions")
     @classmethod
@@ -267,6 +273,11 @@ class Settings(BaseSettings):
             raise ValueError("CARI_RERANK_MODEL is required with CARI_RERANK_BASE_URL")
         if not self.chunk_overlap_tokens < self.chunk_min_tokens:
             raise ValueError("CARI_CHUNK_OVERLAP_TOKENS must be below CARI_CHUNK_MIN_TOKENS")
+        for name in self.embedders:
+            try:
+                self.cosine_scale(name)
+            except ConfigError as exc:
+                raise ValueError(exc.message) from None
         return self
 
     @property
@@ -277,6 +288,22 @@ class Settings(BaseSettings):
         if self.embedding_dimensions is None:
             raise ConfigError("CARI_EMBEDDING_DIMENSIONS is required when CARI_EMBEDDER=openai")
         return self.embedding_dimensions
+
+    def cosine_scale(self, embedder: str | None) -> tuple[float, float]:
+        """The query-chunk cosines that count as relevance 0 and 1 for the embedder a collection
+        names: its profile's, else CARI_RELEVANCE_COSINE_FLOOR and _CEILING."""
+        profile = self.embedders.get(embedder) if embedder is not None else None
+        floor = self.relevance_cosine_floor
+        ceiling = self.relevance_cosine_ceiling
+        if profile is not None:
+            floor = floor if profile.cosine_floor is None else profile.cosine_floor
+            ceiling = ceiling if profile.cosine_ceiling is None else profile.cosine_ceiling
+        if not floor < ceiling:
+            raise ConfigError(
+                f"embedder '{embedder}': its cosine floor {floor} must be below its ceiling "
+                f"{ceiling} (CARI_EMBEDDERS, CARI_RELEVANCE_COSINE_*)"
+            )
+        return floor, ceiling
 
     def dimension_of(self, embedder: str | None) -> int:
         """Width of the vectors of the embedder a collection names (None: the default one)."""

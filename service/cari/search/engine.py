@@ -138,6 +138,7 @@ class _Model:
     vectors: QueryVectors
     router: Router
     space: Space
+    scale: relevance.Scale  # its cosines as relevance
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +168,7 @@ class _Part:
     lists: dict[str, list[Candidate]] = field(default_factory=dict)
     vector: np.ndarray | None = None
     space: Space | None = None  # the vector's
+    scale: relevance.Scale | None = None  # how its evidence was weighed
     cached: bool = False
     applied_ef: str | None = None
     postings_read: int | None = None
@@ -191,9 +193,6 @@ class Searcher:
         default = self._model(None)
         self.vectors = default.vectors  # the default embedder's, which metrics report
         self.router = default.router
-        self.scale = relevance.Scale(
-            settings.relevance_cosine_floor, settings.relevance_cosine_ceiling
-        )
 
     def _model(self, embedder: str | None) -> _Model:
         """The named embedder's query side, built on first use (EmbedderUnavailable if no such
@@ -205,6 +204,7 @@ class Searcher:
                 QueryVectors(built, self.settings.query_cache_size, timeout),
                 Router(built),
                 space(built.dimension, self.settings),
+                relevance.Scale(*self.settings.cosine_scale(embedder)),
             )
             self._models[embedder] = model
         return model
@@ -405,17 +405,18 @@ class Searcher:
                 ),
             )
         head = [f for f in head if f.chunk_id in part.evidence]  # not deleted meanwhile
+        # Without the collection's embedder (keyword mode, or it failed) there is no vector:
+        # any router routes by words alone, and any scale weighs coverage alone.
+        model = self._models.get(collection.embedder, self._models[None])
+        part.scale = model.scale
         for fused in head:
-            part.scored[fused.chunk_id] = self.scale.relevance(part.evidence[fused.chunk_id])
+            part.scored[fused.chunk_id] = model.scale.relevance(part.evidence[fused.chunk_id])
         scores = [part.scored[f.chunk_id] for f in head]
         for fused, kept in zip(head, relevance.keep(scores, plan.threshold), strict=True):
             (part.kept if kept else part.dropped).append(fused)
         del part.kept[plan.top_k :]
-        # Without the collection's embedder (keyword mode, or it failed) there is no vector
-        # and any router routes by words alone.
-        router = self._models.get(collection.embedder, self._models[None]).router
         part.routing = await _timed(
-            part.timings, "route", router.route(part.text, part.vector, keywords)
+            part.timings, "route", model.router.route(part.text, part.vector, keywords)
         )
 
     async def _collection(self, name: str) -> _Collection:
@@ -507,6 +508,7 @@ class Searcher:
     ) -> dict[str, Any]:
         first = parts[0]
         embedded = [p for p in parts if p.vector is not None]
+        scale = first.scale or self._models[None].scale
         return {
             "mode": plan.mode,
             "intent": {
@@ -525,8 +527,8 @@ class Searcher:
             "top_k": plan.top_k,
             "threshold": plan.threshold,
             "relevance_scale": {
-                "cosine_floor": self.scale.cosine_floor,
-                "cosine_ceiling": self.scale.cosine_ceiling,
+                "cosine_floor": scale.cosine_floor,
+                "cosine_ceiling": scale.cosine_ceiling,
             },
             "candidates": {"requested": plan.candidates},
             "ef_search": {"requested": plan.ef_search, "applied": first.applied_ef},
@@ -538,13 +540,15 @@ class Searcher:
         }
 
     def _explain_part(self, part: _Part, plan: _Plan) -> dict[str, Any]:
+        scale = part.scale or self._models[None].scale
+
         def weighed(fused: Fused) -> dict[str, Any]:
             found = part.evidence[fused.chunk_id]
             return {
                 "id": f"chunk:{fused.chunk_id}",
                 "relevance": round(part.scored[fused.chunk_id], 4),
                 "cosine": None if found.cosine is None else round(found.cosine, 4),
-                "dense": round(self.scale.dense(found.cosine), 4),
+                "dense": round(scale.dense(found.cosine), 4),
                 "coverage": round(found.coverage, 4),
             }
 
