@@ -41,7 +41,9 @@ async def run(dataset: Path, split: str, limit: int) -> None:
     async with fresh_runtime(DATABASE, settings, wrap_embedder=CachingEmbedder) as rt:
         async with rt.pool.connection() as conn:
             await collection.create(
-                conn, collection.CollectionCreate(name=NAME, language=default_language(dataset))
+                conn,
+                collection.CollectionCreate(name=NAME, language=default_language(dataset)),
+                settings,
             )
         counts = await ingest_corpus(rt.ingestor, NAME, dataset)
         async with rt.pool.connection() as conn:

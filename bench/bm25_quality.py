@@ -84,7 +84,7 @@ async def load(
     counter, settings = rt.embedder.count_tokens, rt.settings
     async with rt.pool.connection() as conn:
         await collection.create(
-            conn, collection.CollectionCreate(name="keyword", language=language)
+            conn, collection.CollectionCreate(name="keyword", language=language), settings
         )
         ref = await store.collection_ref(conn, "keyword")
         batch: list[store.Prepared] = []

@@ -32,9 +32,10 @@ from cari.ingest.chunking import Chunk
 from cari.ingest.files import Source
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import chunk
-from cari.migrations import vector_indexes_statement
+from cari.migrations import vector_index_drop_statement, vector_indexes_statement
 from cari.queries import query
 from cari.settings import Settings, load_settings
+from cari.vector_space import space
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT.parent / "shared" / "eval" / "datasets" / "cisi"
@@ -101,7 +102,7 @@ async def run(dataset: Path, documents: int, rows: int) -> None:
         # (c) precomputed vectors through Cari's writer (binary COPY, one transaction per 500
         # documents), HNSW maintained row by row vs deferred (--bulk), against a raw COPY.
         rows_data = synthetic_rows(rows)
-        raw = await raw_copy(pool, rows_data)
+        raw = await raw_copy(pool, settings, rows_data)
         print(f"(c) raw COPY, no HNSW index     {raw:8.0f} rows/s   (baseline)")
         quarter = (rows_data[0][: rows // 4], rows_data[1][: rows // 4])
         incremental, _, _ = await writer(pool, settings, "incremental", quarter, False)
@@ -140,7 +141,7 @@ def synthetic_rows(count: int) -> Rows:
     return [" ".join(rng.choice(words, 60)) for _ in range(count)], vectors
 
 
-async def raw_copy(pool: AsyncConnectionPool, rows: Rows) -> float:
+async def raw_copy(pool: AsyncConnectionPool, settings: Settings, rows: Rows) -> float:
     """One COPY of every row into chunks with the HNSW index dropped (rolled back after)."""
     texts, vectors = rows
     async with pool.connection() as conn:
@@ -155,7 +156,9 @@ async def raw_copy(pool: AsyncConnectionPool, rows: Rows) -> float:
         assert row is not None
         await conn.commit()
         async with conn.transaction(force_rollback=True):
-            await conn.execute(query("chunks_vector_index_drop"))
+            await conn.execute(
+                vector_index_drop_statement(space(settings.embedding_dimension, settings))
+            )
             started = time.perf_counter()
             async with conn.cursor().copy(query("chunks_copy")) as copy:
                 copy.set_types(store.CHUNK_COLUMN_TYPES)
@@ -178,7 +181,9 @@ async def writer(
     started = time.perf_counter()
     async with pool.connection() as conn:
         if bulk:  # as `cari ingest --bulk`: drop in its own transaction, build in another
-            await conn.execute(query("chunks_vector_index_drop"))
+            await conn.execute(
+                vector_index_drop_statement(space(settings.embedding_dimension, settings))
+            )
             await conn.commit()
         step = per_document * per_transaction
         for start in range(0, len(texts), step):

@@ -55,10 +55,11 @@ from cari.cli.documents import SERVICE_BATCH_SIZE
 from cari.ingest import bulk, store
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import chunk
-from cari.migrations import vector_indexes_statement
+from cari.migrations import vector_index_drop_statement, vector_indexes_statement
 from cari.queries import query
 from cari.runtime import make_embedder, make_pool
 from cari.settings import Settings, load_settings
+from cari.vector_space import space
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "eval" / "datasets"
@@ -245,7 +246,7 @@ async def _database(name: str, settings: Settings, language: str) -> str:
     dsn = await anyio.to_thread.run_sync(fresh_database, name, settings)
     async with make_pool(dsn, settings) as pool, pool.connection() as conn:
         spec = collections.CollectionCreate(name=COLLECTION, language=language)
-        await collections.create(conn, spec)
+        await collections.create(conn, spec, settings)
     return dsn
 
 
@@ -297,7 +298,9 @@ async def raw_copy(dsn: str, settings: Settings, rows: Rows, variant: str) -> fl
                 },
             )
             ids = {external_id: id for external_id, id, _ in await cur.fetchall()}
-            await conn.execute(query("chunks_vector_index_drop"))
+            await conn.execute(
+                vector_index_drop_statement(space(settings.embedding_dimension, settings))
+            )
             if variant != "full":
                 await conn.execute("ALTER TABLE chunks DISABLE TRIGGER bm25_chunks_inserted")
             if variant == "no_postings_no_gin":
@@ -335,7 +338,9 @@ async def writer(
         async with pool.connection() as conn:
             collection = await store.collection_ref(conn, COLLECTION)
             if defer:
-                await conn.execute(query("chunks_vector_index_drop"))
+                await conn.execute(
+                    vector_index_drop_statement(space(settings.embedding_dimension, settings))
+                )
         queue = iter(batches)
         next_compaction = time.monotonic() + bulk.COMPACT_EVERY_S
 

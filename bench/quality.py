@@ -287,7 +287,7 @@ async def run_quality(
     if bm25_k3 is not None:
         spec = msgspec.structs.replace(spec, bm25_k3=bm25_k3)
     async with pool.connection() as conn:
-        created = await collection.create(conn, spec)
+        created = await collection.create(conn, spec, settings)
     counts = await ingest_corpus(rt.ingestor, collection_name, dataset, progress)
     async with pool.connection() as conn:
         await conn.execute("VACUUM (ANALYZE) chunks, postings")  # the state autovacuum leaves

@@ -83,6 +83,7 @@ from cari.runtime import Runtime
 from cari.search import highlights
 from cari.search.engine import Mode, SearchRequest
 from cari.settings import Settings, load_settings
+from cari.vector_space import space
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "eval" / "datasets"
@@ -206,7 +207,9 @@ async def load_corpus(
     async with pool.connection() as conn:
         await conn.execute("INSERT INTO collections (name) VALUES (%s)", (COLLECTION,))
         collection = await store.collection_ref(conn, COLLECTION)
-        await conn.execute(query("chunks_vector_index_drop"))
+        await conn.execute(
+            migrations.vector_index_drop_statement(space(settings.embedding_dimension, settings))
+        )
         await conn.commit()
 
         started = time.perf_counter()

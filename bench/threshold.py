@@ -92,6 +92,7 @@ async def gather(folders: Sequence[Path]) -> dict[str, Any]:
                     collection.CollectionCreate(
                         name=folder.name, language=default_language(folder), threshold=0
                     ),
+                    settings,
                 )
             counts = await ingest_corpus(ingestor, folder.name, folder)
             chunks[folder.name] = counts["chunks"]

@@ -15,5 +15,6 @@ SET name       = EXCLUDED.name,
     attributes = EXCLUDED.attributes,
     language   = EXCLUDED.language,
     embedding  = EXCLUDED.embedding,
+    next_embedding = NULL,  -- a move to another embedder embeds the new text again
     updated_at = now()
 RETURNING sku, (xmax = 0) AS created;

@@ -1,3 +1,2 @@
--- Width of the chunks.embedding column (a vector's typmod is its dimension).
-SELECT atttypmod FROM pg_attribute
-WHERE attrelid = 'chunks'::regclass AND attname = 'embedding';
+-- Each collection's embedder (NULL: the default one) and the width of its stored vectors.
+SELECT name, embedder, dimensions FROM collections ORDER BY name;

@@ -1,11 +1,15 @@
--- Change the width of every embedding column to a new model's dimension. Old vectors cannot be
--- converted, so they become NULL (the chunks wait for `cari reembed`); the caller then rebuilds
--- the HNSW indexes (vector_indexes_create). {dimension} is an integer from settings, composed
--- with psycopg.sql.Literal. A new type resets the columns' storage to the type's EXTERNAL:
--- MAIN is set again (migration 0006 says why).
-DROP INDEX IF EXISTS chunks_embedding_idx;
-DROP INDEX IF EXISTS catalog_items_embedding_idx;
-ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({dimension}) USING NULL,
-    ALTER COLUMN embedding SET STORAGE MAIN;
-ALTER TABLE catalog_items ALTER COLUMN embedding TYPE vector({dimension}) USING NULL,
-    ALTER COLUMN embedding SET STORAGE MAIN;
+-- The collections whose embedder %(embedder)s (NULL: the default one) now makes vectors of
+-- another width than theirs: their vectors are emptied (a vector cannot be converted to another
+-- model's) and wait for `cari reembed`, and the collection records the new width.
+WITH resized AS (
+    UPDATE collections SET dimensions = %(dimension)s, updated_at = now()
+    WHERE embedder IS NOT DISTINCT FROM %(embedder)s AND dimensions <> %(dimension)s
+    RETURNING id
+), emptied_chunks AS (
+    UPDATE chunks SET embedding = NULL, next_embedding = NULL
+    WHERE collection_id IN (SELECT id FROM resized)
+), emptied_catalog AS (
+    UPDATE catalog_items SET embedding = NULL, next_embedding = NULL
+    WHERE collection_id IN (SELECT id FROM resized)
+)
+SELECT count(*) FROM resized;

@@ -9,7 +9,9 @@
 -- question about something else covers little of itself here. Each chunk reads its embedding
 -- and its tsvector by primary key: the 2·top_k weighed chunks, no scan. A fired synonym rule
 -- (`query_expanded`, migration 0009) weighs what its matched term weighs, and a chunk covers
--- the share of it that the chunk's best alternative covers: "cicilan" covers "angsuran".
+-- the share of it that the chunk's best alternative covers: "cicilan" covers "angsuran". A
+-- chunk whose vector is another width than the query's (its collection was just moved to
+-- another embedder) has no cosine, rather than an error.
 WITH sizes AS (
     SELECT language, sum(chunks) AS chunks FROM (
         SELECT language, chunks FROM bm25_sizes WHERE collection_id = %(collection_id)s
@@ -43,7 +45,8 @@ WITH sizes AS (
     WHERE k.id = %(collection_id)s
 )
 SELECT c.id,
-       1 - (c.embedding <=> %(vector)s::vector) AS cosine,
+       CASE WHEN vector_dims(c.embedding) = vector_dims(%(vector)s::vector)
+            THEN 1 - (c.embedding <=> %(vector)s::vector) END AS cosine,
        coalesce((
            SELECT sum(u.own * u.share) / nullif(sum(u.own), 0)
            FROM (  -- a lexeme, or a fired rule: what the query's own term weighs, best share

@@ -1,10 +1,13 @@
--- (Re)build the HNSW indexes where they are missing: after a bulk load that deferred them, after
--- resizing the columns, or after a bulk load was killed. Run inside a transaction: the SET LOCALs
--- lift the statement timeout and give the build memory for this transaction only.
--- {m}, {ef_construction}, {memory} come from settings, composed with psycopg.sql.Literal.
+-- (Re)build one width's HNSW index on one table where it is missing: for a width a new embedder
+-- brings, after a bulk load that deferred it, after a resize, or after a bulk load was killed.
+-- Partial and on an expression (cari.vector_space says why): a vector statement uses it when it
+-- orders by {indexed} (`embedding::vector(384)`, `cari_halfvec(embedding)::halfvec(3072)`) and
+-- filters on `vector_dims(embedding) = {dimension}`.
+-- Run inside a transaction: the SET LOCALs lift the statement timeout and give the build memory
+-- for this transaction only. {index}, {table} are identifiers; {indexed}, {ops}, {dimension}, {m},
+-- {ef_construction}, {memory} come from settings, composed with psycopg.sql.
 SET LOCAL statement_timeout = 0;
 SET LOCAL maintenance_work_mem = {memory};
-CREATE INDEX IF NOT EXISTS chunks_embedding_idx ON chunks
-    USING hnsw (embedding vector_cosine_ops) WITH (m = {m}, ef_construction = {ef_construction});
-CREATE INDEX IF NOT EXISTS catalog_items_embedding_idx ON catalog_items
-    USING hnsw (embedding vector_cosine_ops) WITH (m = {m}, ef_construction = {ef_construction});
+CREATE INDEX IF NOT EXISTS {index} ON {table}
+    USING hnsw (({indexed}) {ops}) WITH (m = {m}, ef_construction = {ef_construction})
+    WHERE vector_dims(embedding) = {dimension};

@@ -126,9 +126,9 @@ def test_every_stage_stores_the_same_rows(server_url: str, clean_env: dict[str, 
     assert rows("writer_hnsw") == rows("cli") == rows("http")
     with psycopg.connect(psycopg.conninfo.make_conninfo(server_url, dbname=f"{prefix}_cli")) as c:
         postings = c.execute("SELECT count(DISTINCT chunk_id) FROM postings").fetchone()
-        index = c.execute("SELECT to_regclass('chunks_embedding_idx')::text").fetchone()
+        index = c.execute("SELECT to_regclass('chunks_embedding_vector_384_idx')::text").fetchone()
     assert postings == (MAINTAINED,)
-    assert index == ("chunks_embedding_idx",)
+    assert index == ("chunks_embedding_vector_384_idx",)
 
 
 def test_stages_sort_py_spy_samples_and_leave_waits_out() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import psutil
+import psycopg
 import pytest
 from bench import load, search
 
@@ -186,6 +187,8 @@ def test_a_server_that_cannot_start_is_reported(
     dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
 ) -> None:
     env = {**cli_env(clean_env, dsn, fake), "CARI_EMBEDDING_DIMENSIONS": "8"}
+    with psycopg.connect(dsn) as conn:  # a collection of 384-d vectors the embedder cannot fit
+        conn.execute("INSERT INTO collections (name) VALUES ('c')")
 
     async def serve() -> None:
         async with load.served(dsn, env):

@@ -32,6 +32,7 @@ from cari.ingest.store import (
 )
 from cari.search import bm25
 from cari.search.filters import compile_filters
+from cari.settings import Settings
 from tests.conftest import app_client
 
 AConn = psycopg.AsyncConnection[Any]
@@ -95,6 +96,8 @@ WORDS = [
     "ion",
 ]
 
+SETTINGS = Settings(_env_file=None)  # type: ignore[call-arg]
+
 
 def corpus(seed: int, documents: int, vocabulary: list[str] = WORDS) -> list[tuple[str, str, str]]:
     """(id, title, text) with Zipf-like word frequencies over the vocabulary."""
@@ -123,7 +126,7 @@ async def with_collection(
     dsn: str, spec: CollectionCreate, work: Callable[[AConn, CollectionRef], Awaitable[Any]]
 ) -> Any:
     async with await connect(dsn) as conn:
-        await collection.create(conn, spec)
+        await collection.create(conn, spec, SETTINGS)
         return await work(conn, await collection_ref(conn, spec.name))
 
 
@@ -343,7 +346,7 @@ def test_statistics_stay_exact_under_concurrent_writers(dsn: str) -> None:
 
     async def run() -> dict[str, int]:
         async with await connect(dsn) as conn:
-            await collection.create(conn, spec)
+            await collection.create(conn, spec, SETTINGS)
         await asyncio.gather(*(writer(rng.randrange(1000) * 10 + n) for n in range(4)))
         async with await connect(dsn) as conn:
             return await collection.keyword_index_differences(conn, "busy")

@@ -17,6 +17,7 @@ from cari.catalog.search import CatalogHit, financing_rates, relevance, search_c
 from cari.catalog.store import CatalogItemIn, item_text
 from cari.runtime import make_pool
 from cari.settings import LOCAL_EMBEDDING_DIMENSION as DIMENSION
+from cari.vector_space import space
 from tests.conftest import app_client, settings_for
 from tests.fake_openai import FakeOpenAI, vector_for
 
@@ -270,7 +271,8 @@ def search(
                 row = await cur.fetchone()
                 assert row is not None
             before = pool.get_stats()["requests_num"]
-            hits = await search_catalog(pool, int(row[0]), text, vector, limit)
+            width = None if vector is None else space(len(vector), settings_for(dsn))
+            hits = await search_catalog(pool, int(row[0]), text, vector, width, limit)
             return hits, pool.get_stats()["requests_num"] - before
 
     return asyncio.run(run())

@@ -245,7 +245,9 @@ def test_model_change_resizes_and_reembeds(
 
 def vector_index_exists(dsn: str) -> bool:
     with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT to_regclass('chunks_embedding_idx') IS NOT NULL").fetchone()
+        row = conn.execute(
+            "SELECT to_regclass('chunks_embedding_vector_384_idx') IS NOT NULL"
+        ).fetchone()
     return bool(row and row[0])
 
 
@@ -262,7 +264,7 @@ def test_bulk_load_rebuilds_the_vector_index(
 
     # A bulk load killed before its rebuild leaves no index: the next command restores it.
     with psycopg.connect(dsn) as conn:
-        conn.execute("DROP INDEX chunks_embedding_idx")
+        conn.execute("DROP INDEX chunks_embedding_vector_384_idx")
     assert not vector_index_exists(dsn)
     assert cari(["reembed"], env).returncode == 0
     assert vector_index_exists(dsn)

@@ -108,7 +108,8 @@ def test_vector_order_by_limit_uses_hnsw_index(conn: Conn) -> None:
     query = np.random.default_rng(11).standard_normal(384).astype(np.float32)
     plan = _explain(
         conn,
-        "SELECT id FROM chunks ORDER BY embedding <=> %s LIMIT 10",
+        "SELECT id FROM chunks WHERE vector_dims(embedding) = 384 "
+        "ORDER BY embedding::vector(384) <=> %s::vector(384) LIMIT 10",
         (query,),
     )
-    assert "Index Scan using chunks_embedding_idx" in plan, plan
+    assert "Index Scan using chunks_embedding_vector_384_idx" in plan, plan

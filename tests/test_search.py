@@ -305,10 +305,11 @@ def test_selective_filter_still_returns_top_k(dsn: str, fake: FakeOpenAI) -> Non
         conn.execute("SET hnsw.ef_search = 10")
         filtered = (
             'SELECT id FROM chunks WHERE metadata @> \'{"tag": "keep"}\' '
-            "ORDER BY embedding <=> %s LIMIT 5"
+            "AND vector_dims(embedding) = 384 "
+            "ORDER BY embedding::vector(384) <=> %s::vector(384) LIMIT 5"
         )
         plan = conn.execute("EXPLAIN " + filtered, (query_vector,)).fetchall()
-        assert "chunks_embedding_idx" in str(plan)
+        assert "chunks_embedding_vector_384_idx" in str(plan)
         assert len(conn.execute(filtered, (query_vector,)).fetchall()) < 5
 
 

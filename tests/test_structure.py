@@ -148,6 +148,11 @@ PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 # `{filters}` is the empty fragment (tests/test_filters.py covers compiled filters).
 COMPOSED = {
     "dimension": "384",
+    "type": "vector(384)",
+    "indexed": "embedding::vector(384)",
+    "ops": "vector_cosine_ops",
+    "index": "chunks_embedding_vector_384_idx",
+    "table": "chunks",
     "m": "16",
     "ef_construction": "64",
     "memory": "'64MB'",

@@ -10,10 +10,11 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import kwargs_row
 
-from cari.errors import Conflict, InvalidInput, NotFound
+from cari.errors import ConfigError, Conflict, InvalidInput, NotFound
 from cari.limits import Method, Mode, RrfK, Threshold, TopK, Weight
 from cari.queries import query
 from cari.search import router
+from cari.settings import EMBEDDER_NAME_PATTERN, Settings
 
 Fusion = Annotated[
     Method,
@@ -66,6 +67,17 @@ NoInformation = Annotated[
         "in the question's language.",
     ),
 ]
+EmbedderName = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=63,
+        pattern=EMBEDDER_NAME_PATTERN,
+        description="The embedder of the collection's vectors: 'local' (the bundled model) or "
+        "a name from the server's CARI_EMBEDDERS; unset: the server's default embedder. "
+        "`cari reembed --embedder` changes it.",
+    ),
+]
 TitleBoost = Annotated[
     float, msgspec.Meta(ge=0, le=100, description="How much a title word counts vs a body word.")
 ]
@@ -88,6 +100,9 @@ class Collection(msgspec.Struct, kw_only=True):
     pricing_keywords: list[str]
     financing_keywords: list[str]
     no_information: str | None
+    embedder: str | None
+    dimensions: int
+    next_embedder: str | None
     created_at: datetime
     updated_at: datetime
 
@@ -113,6 +128,7 @@ class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
         default_factory=lambda: list(router.FINANCING_KEYWORDS)
     )
     no_information: NoInformation | None = None
+    embedder: EmbedderName | None = None
 
 
 class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -138,10 +154,16 @@ class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
 Conn = psycopg.AsyncConnection[Any]
 
 
-async def create(conn: Conn, spec: CollectionCreate) -> Collection:
+async def create(conn: Conn, spec: CollectionCreate, settings: Settings) -> Collection:
+    """Create the collection; its vectors get the width of the embedder it names."""
+    try:
+        dimensions = settings.dimension_of(spec.embedder)
+    except ConfigError as exc:
+        raise InvalidInput("embedder", exc.message) from None
+    params = {**msgspec.structs.asdict(spec), "dimensions": dimensions}
     try:
         async with conn.transaction(), conn.cursor(row_factory=kwargs_row(Collection)) as cur:
-            await cur.execute(query("collection_create"), msgspec.structs.asdict(spec))
+            await cur.execute(query("collection_create"), params)
             row = await cur.fetchone()
     except pg_errors.UniqueViolation:
         raise Conflict(f"collection '{spec.name}' exists already") from None

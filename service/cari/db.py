@@ -69,15 +69,17 @@ def check_reachable(dsn: str) -> None:
 
 
 def check_embedding_dimension(dsn: str, settings: Settings) -> None:
-    """Stop early when the configured embedder does not fit the database's vectors."""
+    """Stop early when a collection's embedder does not fit the vectors it stores, or is not
+    configured at all."""
     with psycopg.connect(dsn) as conn:
-        row = conn.execute(query("embedding_dimension")).fetchone()
-    stored = int(row[0]) if row else None
-    wanted = settings.embedding_dimension
-    if stored != wanted:
-        raise ConfigError(
-            f"the database stores {stored}-dimensional embeddings but the configured embedder "
-            f"({settings.embedder}) makes {wanted}: run `cari migrate --resize-embeddings` "
-            "to change the columns (the old vectors are dropped), then `cari reembed`; "
-            "or switch back to the embedder the data was made with"
-        )
+        rows = conn.execute(query("embedding_dimension")).fetchall()
+    for name, embedder, stored in rows:
+        wanted = settings.dimension_of(embedder)  # ConfigError for an unknown embedder
+        if stored != wanted:
+            label = embedder or settings.embedder
+            raise ConfigError(
+                f"the database stores {stored}-dimensional embeddings for collection "
+                f"'{name}' but its embedder ({label}) makes {wanted}: run "
+                "`cari migrate --resize-embeddings` to empty the vectors of another width, "
+                "then `cari reembed`; or switch back to the embedder the data was made with"
+            )

@@ -15,7 +15,7 @@ import math
 import os
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
 
 import anyio
@@ -26,7 +26,13 @@ import openai
 
 from cari.errors import ConfigError, EmbedderBusy, EmbedderUnavailable, Retryable
 from cari.remote import backoff, one_line, redacted, retry_after, retryable, server_message
-from cari.settings import LOCAL_EMBEDDING_DIMENSION, Settings
+from cari.settings import (
+    LOCAL_EMBEDDER,
+    LOCAL_EMBEDDING_DIMENSION,
+    EmbedderProfile,
+    Settings,
+    unknown_embedder,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +85,57 @@ def check_settings(settings: Settings) -> None:
             f"CARI_EMBEDDING_DIMENSIONS={wanted} does not match the local embedder, "
             f"whose vectors have {LocalEmbedder.dimension} dimensions: unset it"
         )
+
+
+class Embedders:
+    """The embedders collections name, each built on first use: None is the default one
+    (CARI_EMBEDDER), "local" the bundled model, any other name a CARI_EMBEDDERS profile.
+    `wrap` puts a layer around each (a benchmark's cache)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        default: Embedder,
+        wrap: Callable[[Embedder], Embedder] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.default = default
+        self._wrap = wrap
+        self._built: dict[str, Embedder] = {}
+        if settings.embedder == "local":
+            self._built[LOCAL_EMBEDDER] = default
+
+    def get(self, name: str | None) -> Embedder:
+        """The embedder `name` names; EmbedderUnavailable if no such embedder is configured."""
+        if name is None:
+            return self.default
+        if (built := self._built.get(name)) is not None:
+            return built
+        embedder: Embedder
+        if name == LOCAL_EMBEDDER:
+            embedder = LocalEmbedder.from_settings(self.settings.model_copy(update=_LOCAL))
+        elif (profile := self.settings.embedders.get(name)) is not None:
+            embedder = OpenAIEmbedder(self.settings, profile=profile)
+        else:
+            raise EmbedderUnavailable(unknown_embedder(name, self.settings))
+        if self._wrap is not None:
+            embedder = self._wrap(embedder)
+        self._built[name] = embedder
+        return embedder
+
+    async def aclose(self) -> None:
+        """Close the embedders built here (the default one is its owner's)."""
+        for embedder in self._built.values():
+            if embedder is not self.default:
+                await embedder.aclose()
+
+
+# Settings under which the bundled model builds, whatever CARI_EMBEDDER says.
+_LOCAL: dict[str, object] = {
+    "embedder": "local",
+    "embedding_model": None,
+    "embedding_dimensions": None,
+}
 
 
 def _batches(texts: Sequence[str], size: int) -> list[list[str]]:
@@ -262,27 +319,38 @@ class OpenAIEmbedder:
         self,
         settings: Settings,
         *,
+        profile: EmbedderProfile | None = None,
         backoff_base_s: float = 0.5,
         backoff_cap_s: float = 20.0,
     ) -> None:
-        check_settings(settings)
-        assert settings.embedding_model is not None  # checked just above
-        self.model_name = settings.embedding_model.strip()
-        self.dimension = settings.embedding_dimension
+        """The CARI_EMBEDDING_* model, or `profile`'s (with the same batching and retries)."""
+        if profile is None:
+            check_settings(settings)
+            assert settings.embedding_model is not None  # checked just above
+            profile = EmbedderProfile(
+                model=settings.embedding_model,
+                dimensions=settings.embedding_dimension,
+                base_url=settings.embedding_base_url or "",
+                api_key=settings.embedding_api_key,
+            )
+            self._send_dimensions = settings.embedding_dimensions is not None
+        else:
+            self._send_dimensions = True
+        self.model_name = profile.model.strip()
+        self.dimension = profile.dimensions
         self.batch_size = settings.embedding_batch_size
         self.max_retries = settings.embedding_max_retries
         self.timeout_s = settings.embedding_timeout_s
         self.backoff_base_s = backoff_base_s
         self.backoff_cap_s = backoff_cap_s
-        self._send_dimensions = settings.embedding_dimensions is not None
         # base64, not JSON numbers: the SDK builds a Python object per number of a float
         # answer, which cost 41 % of `cari ingest`'s CPU with a fast embedder (py-spy, 2k
         # chunks); base64 is decoded by numpy straight into the array. The SDK leaves the
         # string alone because the format is given explicitly.
         self._encoding: Literal["float", "base64"] = "base64"
         self._client = openai.AsyncOpenAI(
-            base_url=settings.embedding_base_url,
-            api_key=settings.embedding_api_key or "unused",
+            base_url=profile.base_url or None,
+            api_key=profile.api_key or "unused",
             timeout=settings.embedding_timeout_s,
             max_retries=0,  # retried here, with our policy and our errors
         )

@@ -10,7 +10,8 @@ from psycopg import sql
 from cari.errors import InvalidInput
 from cari.queries import query
 from cari.resources import folder
-from cari.settings import Settings
+from cari.settings import LOCAL_EMBEDDER, Settings
+from cari.vector_space import TABLES, Space, configured_spaces
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -72,29 +73,68 @@ async def current(conn: psycopg.AsyncConnection[Any]) -> str | None:
     return str(version[0]) if version else None
 
 
-def resize_embeddings(dsn: str, settings: Settings) -> None:
-    """Make the embedding columns as wide as the configured embedder's vectors (emptying them)."""
-    resize = sql.SQL(query("embeddings_resize")).format(
-        dimension=sql.Literal(settings.embedding_dimension)
-    )
+def resize_embeddings(dsn: str, settings: Settings) -> int:
+    """Fit every collection to its embedder's width: the vectors of a collection whose embedder
+    now makes another width are emptied (they wait for `cari reembed`), the indexes of the
+    configured widths are built and those of widths no embedder makes are dropped. Returns how
+    many collections changed width."""
+    resized = 0
     with psycopg.connect(dsn) as conn:
-        conn.execute(resize)
+        for name in (None, *embedder_names(settings)):
+            row = conn.execute(
+                query("embeddings_resize"),
+                {"embedder": name, "dimension": settings.dimension_of(name)},
+            ).fetchone()
+            resized += int(row[0]) if row else 0
+        wanted = {s.index_name(t) for s in configured_spaces(settings) for t in TABLES}
+        for (index,) in conn.execute(query("vector_indexes_present")).fetchall():
+            if index not in wanted:
+                drop = sql.SQL(query("vector_index_drop")).format(index=sql.Identifier(index))
+                conn.execute(drop)
         conn.execute(vector_indexes_statement(settings))
+    return resized
 
 
-def vector_indexes_statement(settings: Settings) -> sql.Composed:
-    """Build the HNSW indexes that are missing, with the configured parameters."""
-    return sql.SQL(query("vector_indexes_create")).format(
+def embedder_names(settings: Settings) -> list[str]:
+    """The names a collection's `embedder` may take (None, the default, besides)."""
+    return [LOCAL_EMBEDDER, *settings.embedders]
+
+
+def vector_index_statement(space: Space, table: str, settings: Settings) -> sql.Composed:
+    """Build `space`'s HNSW index on `table` if it is missing, with the configured parameters."""
+    return space.statement(
+        "vector_indexes_create",
+        index=sql.Identifier(space.index_name(table)),
+        table=sql.Identifier(table),
+        ops=sql.SQL(f"{space.kind}_cosine_ops"),
         m=sql.Literal(settings.hnsw_m),
         ef_construction=sql.Literal(settings.hnsw_ef_construction),
         memory=sql.Literal(f"{settings.index_build_memory_mb}MB"),
     )
 
 
+def vector_index_drop_statement(space: Space, table: str = "chunks") -> sql.Composed:
+    """Drop `space`'s HNSW index on `table` (a bulk load rebuilds it at the end)."""
+    return sql.SQL(query("vector_index_drop")).format(index=sql.Identifier(space.index_name(table)))
+
+
+def vector_indexes_statement(settings: Settings) -> sql.Composed:
+    """Build the HNSW indexes of every configured width that are missing."""
+    return sql.Composed(
+        [
+            vector_index_statement(space, table, settings)
+            for space in configured_spaces(settings)
+            for table in TABLES
+        ]
+    )
+
+
 def ensure_vector_indexes(dsn: str, settings: Settings) -> None:
-    """Rebuild an HNSW index a killed bulk load left dropped (a no-op when present, and
-    skipped while a bulk load runs: that load rebuilds it)."""
+    """Build the HNSW index of a width a new embedder brings, or one a killed bulk load left
+    dropped (a no-op when all are present, and skipped while a bulk load runs: that load
+    rebuilds its index)."""
+    indexes = [s.index_name(t) for s in configured_spaces(settings) for t in TABLES]
     with psycopg.connect(dsn) as conn:
-        row = conn.execute(query("vector_index_try_lock")).fetchone()
+        row = conn.execute(query("vector_index_try_lock"), {"indexes": indexes}).fetchone()
         if row and row[0]:
             conn.execute(vector_indexes_statement(settings))

@@ -31,7 +31,7 @@ from psycopg_pool import AsyncConnectionPool
 from cari import db, metrics
 from cari.answer.llm import ChatClient
 from cari.answer.service import Answerer
-from cari.embed import Embedder, LocalEmbedder, OpenAIEmbedder, check_settings
+from cari.embed import Embedder, Embedders, LocalEmbedder, OpenAIEmbedder, check_settings
 from cari.ingest.pipeline import Ingestor
 from cari.replicas import Reads
 from cari.search.engine import Searcher
@@ -46,7 +46,8 @@ class Runtime:
     settings: Settings
     pool: AsyncConnectionPool  # the primary's: writes, migrations, upkeep
     reads: Reads  # where searches, answers and reads run: a replica, or the primary
-    embedder: Embedder
+    embedder: Embedder  # the default one
+    embedders: Embedders  # every one a collection may name
     searcher: Searcher
     ingestor: Ingestor
     answerer: Answerer
@@ -69,7 +70,7 @@ async def open_runtime(
 
     `wait=False` opens the pool without waiting for a connection, so a server can start (and
     report the database on /readyz) while PostgreSQL is down. `wrap_embedder` puts a layer
-    around the configured embedder, e.g. a benchmark's on-disk cache.
+    around each embedder, e.g. a benchmark's on-disk cache.
     """
     check(settings)
     location = dsn if dsn is not None else await to_thread.run_sync(db.database_url, settings)
@@ -86,6 +87,8 @@ async def open_runtime(
         if wrap_embedder is not None:
             embedder = wrap_embedder(embedder)
         stack.push_async_callback(embedder.aclose)
+        embedders = Embedders(settings, embedder, wrap_embedder)
+        stack.push_async_callback(embedders.aclose)
         chat = _chat_client(settings)
         if chat is not None:
             stack.push_async_callback(chat.aclose)
@@ -106,15 +109,16 @@ async def open_runtime(
         if reads.replicas:
             await reads.check()  # the replicas that are up serve from the first request
             await stack.enter_async_context(_in_background(reads.watch()))
-        searcher = Searcher(reads, embedder, settings, reranker=reranker)
+        searcher = Searcher(reads, embedders, settings, reranker=reranker)
         stack.enter_context(metrics.watch(pool, searcher.vectors, reads))
         yield Runtime(
             settings=settings,
             pool=pool,
             reads=reads,
             embedder=embedder,
+            embedders=embedders,
             searcher=searcher,
-            ingestor=Ingestor(pool, embedder, settings),
+            ingestor=Ingestor(pool, embedders, settings),
             answerer=Answerer(searcher, chat=chat),
         )
 

@@ -3,17 +3,67 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
 import platformdirs
-from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from cari.errors import ConfigError
 
 # Dimensions of the bundled local embedder (multilingual-e5-small).
 LOCAL_EMBEDDING_DIMENSION = 384
+# pgvector's HNSW indexes `vector` up to 2,000 dimensions and `halfvec` up to 4,000: a wider
+# embedding could be stored but never searched through an index.
+MAX_EMBEDDING_DIMENSIONS = 4000
+# A collection's or profile's name: a slug.
+EMBEDDER_NAME_PATTERN = "^[a-z0-9][a-z0-9_-]{0,62}$"
+# The names a collection's `embedder` may take besides CARI_EMBEDDERS' own: the bundled model.
+LOCAL_EMBEDDER = "local"
+
+
+def _check_width(value: int | None) -> int | None:
+    if value is not None and value > MAX_EMBEDDING_DIMENSIONS:
+        raise ValueError(
+            f"{value} dimensions is above pgvector's limit for an indexed vector "
+            f"({MAX_EMBEDDING_DIMENSIONS:,}, as halfvec): ask the model for fewer (OpenAI's "
+            "text-embedding-3 models take any width up to their own)"
+        )
+    return value
+
+
+class EmbedderProfile(BaseModel):
+    """An OpenAI-compatible embedding model a collection can name (one entry of
+    CARI_EMBEDDERS); batching, retries and timeouts are the CARI_EMBEDDING_* settings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(min_length=1, description="Model name the embeddings API expects.")
+    dimensions: int = Field(ge=1, description="Width of its vectors (sent as `dimensions`).")
+    base_url: str = Field(min_length=1, description="OpenAI-compatible API base URL (…/v1).")
+    api_key: str | None = None
+    cosine_floor: float | None = Field(
+        default=None, ge=-1, lt=1, description="Its relevance floor; unset: CARI_RELEVANCE_*."
+    )
+    cosine_ceiling: float | None = Field(
+        default=None, gt=-1, le=1, description="Its relevance ceiling; unset: CARI_RELEVANCE_*."
+    )
+
+    @field_validator("dimensions")
+    @classmethod
+    def _width_limit(cls, value: int) -> int:
+        _check_width(value)
+        return value
 
 
 class Settings(BaseSettings):
@@ -81,7 +131,7 @@ class Settings(BaseSettings):
         default=None, description="Model name; the local embedder has one model."
     )
     embedding_dimensions: int | None = Field(
-        default=None, ge=1, le=16_000, description="Required for the openai embedder."
+        default=None, ge=1, description="Required for the openai embedder; at most 4,000."
     )
     embedding_base_url: str | None = Field(
         default=None, description="OpenAI-compatible API base URL (…/v1)."
@@ -100,6 +150,17 @@ class Settings(BaseSettings):
     embedding_max_waiting_queries: int = Field(default=64, ge=1, le=100_000)
     embedding_query_timeout_s: float = Field(
         default=2.0, gt=0, description="Longest a search waits for its query's embedding."
+    )
+    embedders: dict[str, EmbedderProfile] = Field(
+        default_factory=dict,
+        description="Named OpenAI-compatible embedders collections may use (JSON object: "
+        "name -> {model, dimensions, base_url, api_key}).",
+    )
+    halfvec_dimensions: int = Field(
+        default=2001,
+        ge=1,
+        le=2001,
+        description="Embeddings this wide or wider are indexed as halfvec (16-bit floats).",
     )
 
     chunk_max_tokens: int = Field(default=512, ge=16, le=8192)
@@ -182,6 +243,21 @@ class Settings(BaseSettings):
     def _check_read_database_urls(cls, value: list[str]) -> list[str]:
         return [_check_dsn(url) for url in value]
 
+    @field_validator("embedding_dimensions")
+    @classmethod
+    def _width_limit(cls, value: int | None) -> int | None:
+        return _check_width(value)
+
+    @field_validator("embedders")
+    @classmethod
+    def _profile_names(cls, value: dict[str, EmbedderProfile]) -> dict[str, EmbedderProfile]:
+        for name in value:
+            if not re.fullmatch(EMBEDDER_NAME_PATTERN, name):
+                raise ValueError(f"embedder name {name!r} is not a slug (a-z, 0-9, '-', '_')")
+            if name == LOCAL_EMBEDDER:
+                raise ValueError(f"'{LOCAL_EMBEDDER}' names the bundled model: choose another")
+        return value
+
     @field_validator("api_keys", "cors_origins", mode="before")
     @classmethod
     def _split_commas(cls, value: object) -> object:
@@ -215,6 +291,11 @@ class Settings(BaseSettings):
             raise ValueError("CARI_RERANK_MODEL is required with CARI_RERANK_BASE_URL")
         if not self.chunk_overlap_tokens < self.chunk_min_tokens:
             raise ValueError("CARI_CHUNK_OVERLAP_TOKENS must be below CARI_CHUNK_MIN_TOKENS")
+        for name in self.embedders:
+            try:
+                self.cosine_scale(name)
+            except ConfigError as exc:
+                raise ValueError(exc.message) from None
         return self
 
     @property
@@ -225,6 +306,33 @@ class Settings(BaseSettings):
         if self.embedding_dimensions is None:
             raise ConfigError("CARI_EMBEDDING_DIMENSIONS is required when CARI_EMBEDDER=openai")
         return self.embedding_dimensions
+
+    def cosine_scale(self, embedder: str | None) -> tuple[float, float]:
+        """The query-chunk cosines that count as relevance 0 and 1 for the embedder a collection
+        names: its profile's, else CARI_RELEVANCE_COSINE_FLOOR and _CEILING."""
+        profile = self.embedders.get(embedder) if embedder is not None else None
+        floor = self.relevance_cosine_floor
+        ceiling = self.relevance_cosine_ceiling
+        if profile is not None:
+            floor = floor if profile.cosine_floor is None else profile.cosine_floor
+            ceiling = ceiling if profile.cosine_ceiling is None else profile.cosine_ceiling
+        if not floor < ceiling:
+            raise ConfigError(
+                f"embedder '{embedder}': its cosine floor {floor} must be below its ceiling "
+                f"{ceiling} (CARI_EMBEDDERS, CARI_RELEVANCE_COSINE_*)"
+            )
+        return floor, ceiling
+
+    def dimension_of(self, embedder: str | None) -> int:
+        """Width of the vectors of the embedder a collection names (None: the default one)."""
+        if embedder is None:
+            return self.embedding_dimension
+        if embedder == LOCAL_EMBEDDER:
+            return LOCAL_EMBEDDING_DIMENSION
+        profile = self.embedders.get(embedder)
+        if profile is None:
+            raise ConfigError(unknown_embedder(embedder, self))
+        return profile.dimensions
 
     def check_bind(self, host: str) -> None:
         """Refuse to expose an open API beyond this machine unless told to."""
@@ -249,6 +357,11 @@ def _check_dsn(value: str) -> str:
     if any(port and not port.isdigit() for port in ports):
         raise ValueError(f"not a PostgreSQL connection string (bad port {params['port']!r})")
     return value
+
+
+def unknown_embedder(name: str, settings: Settings) -> str:
+    known = ", ".join([LOCAL_EMBEDDER, *settings.embedders])
+    return f"embedder '{name}' is not configured (CARI_EMBEDDERS; known: {known})"
 
 
 def is_loopback(host: str) -> bool:

@@ -56,7 +56,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             app.state.mcp = mcp_sessions
             async with anyio.create_task_group() as tasks:
                 if settings.reembed_interval_s > 0:
-                    tasks.start_soon(backfill_embeddings, rt.pool, rt.embedder, settings)
+                    tasks.start_soon(backfill_embeddings, rt.pool, rt.embedders, settings)
                 if settings.database_url is None:  # the embedded server: ours to keep up
                     tasks.start_soon(supervise, settings.data_dir, rt.pool)
                 yield

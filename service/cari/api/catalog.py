@@ -132,7 +132,7 @@ class CatalogController(Controller):
         ingestor: Ingestor = state.ingestor
         results = await store.import_items(
             state.pool,
-            ingestor.embedder,
+            ingestor.embedders,
             collection,
             items,
             batch_size=settings.max_batch_documents,

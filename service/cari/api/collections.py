@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import psycopg
 from litestar import Controller, delete, get, patch, post, put
+from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.openapi.spec import Example
 from litestar.params import Body
@@ -68,9 +69,9 @@ class CollectionsController(Controller):
         operation_class=V1Operation,
     )
     async def create(
-        self, conn: Conn, data: Annotated[CollectionCreate, Body(examples=[NEW])]
+        self, conn: Conn, state: State, data: Annotated[CollectionCreate, Body(examples=[NEW])]
     ) -> Collection:
-        return await collections.create(conn, data)
+        return await collections.create(conn, data, state.settings)
 
     @get(
         "/",

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from cari.catalog.store import CatalogItem, FinancingRate, financing_rates
 from cari.queries import query
+from cari.vector_space import Space
 
 __all__ = ["CatalogHit", "FinancingRate", "financing_rates", "relevance", "search_catalog"]
 
@@ -38,12 +40,13 @@ async def search_catalog(
     collection_id: int,
     text: str,
     vector: np.ndarray | None,
+    space: Space | None,
     limit: int,
 ) -> list[CatalogHit]:
     """Up to `limit` items, the most fully named first (then by keyword rank, vector rank).
 
     Keyword and vector candidates are read in parallel, each on its own connection; without
-    `vector` only the keyword side runs. The caller applies a relevance threshold.
+    `vector` (of `space`) only the keyword side runs. The caller applies a relevance threshold.
     """
     async with pool.connection() as conn:
         cur = await conn.execute(
@@ -63,11 +66,11 @@ async def search_catalog(
         "candidates": max(limit, CANDIDATES),
     }
     nearest: list[dict[str, Any]] = []
-    if vector is None:
+    if vector is None or space is None:
         keyword = await _keyword_rows(pool, params)
     else:
         keyword, nearest = await asyncio.gather(
-            _keyword_rows(pool, params), _vector_rows(pool, params)
+            _keyword_rows(pool, params), _vector_rows(pool, space, params)
         )
     hits = _merge(keyword, nearest, set(lexemes), {w.casefold() for w in words})
     return hits[:limit]
@@ -96,10 +99,13 @@ async def _keyword_rows(pool: AsyncConnectionPool, params: dict[str, Any]) -> li
         return await cur.fetchall()
 
 
-async def _vector_rows(pool: AsyncConnectionPool, params: dict[str, Any]) -> list[dict[str, Any]]:
+async def _vector_rows(
+    pool: AsyncConnectionPool, space: Space, params: dict[str, Any]
+) -> list[dict[str, Any]]:
     # Iterative scans are the pool's session setting (cari.runtime.make_pool).
     async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(query("catalog_search_vector"), params)
+        statement = space.statement("catalog_search_vector", alias=sql.Identifier("i"))
+        await cur.execute(statement, params)
         return await cur.fetchall()
 
 

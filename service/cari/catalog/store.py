@@ -19,9 +19,9 @@ from psycopg.rows import kwargs_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from cari.embed import Embedder
-from cari.errors import MISSING_FIELD, UNKNOWN_FIELD, InvalidInput, NotFound
-from cari.ingest.store import CollectionRef, collection_ref, json_strings
+from cari.embed import Embedders
+from cari.errors import MISSING_FIELD, UNKNOWN_FIELD, Conflict, InvalidInput, NotFound
+from cari.ingest.store import CollectionRef, collection_ref, embedder_unchanged, json_strings
 from cari.queries import query
 
 Conn = psycopg.AsyncConnection[Any]
@@ -266,22 +266,29 @@ def spec_text(value: object) -> str:
 
 async def import_items(
     pool: AsyncConnectionPool,
-    embedder: Embedder,
+    embedders: Embedders,
     collection: str,
     items: Sequence[CatalogItemIn],
     *,
     batch_size: int,
 ) -> list[ItemResult]:
-    """Embed the items (one embedder call per `batch_size` items), then upsert them all in one
-    transaction. An embedder failure raises EmbedderUnavailable before anything is written."""
+    """Embed the items with the collection's embedder (one call per `batch_size` items), then
+    upsert them all in one transaction. An embedder failure raises EmbedderUnavailable before
+    anything is written."""
     async with pool.connection() as conn:
         ref = await collection_ref(conn, collection)
+    embedder = embedders.get(ref.embedder)
     vectors: list[np.ndarray] = []
     for start in range(0, len(items), batch_size):
         batch = items[start : start + batch_size]
         vectors.extend(await embedder.embed_documents([item_text(item) for item in batch]))
     statuses: dict[str, Status] = {}
     async with pool.connection() as conn, conn.transaction():
+        if not await embedder_unchanged(conn, ref):
+            raise Conflict(
+                f"collection '{collection}' moved to another embedder during the import: "
+                "send the items again"
+            )
         for start in range(0, len(items), batch_size):
             end = start + batch_size
             statuses.update(await _upsert_items(conn, ref, items[start:end], vectors[start:end]))

@@ -67,7 +67,7 @@ def import_catalog(files: tuple[str, ...], collection: str, fmt: Format | None) 
     async def work(rt: Runtime) -> list[store.ItemResult]:
         return await store.import_items(
             rt.pool,
-            rt.embedder,
+            rt.embedders,
             collection,
             loaded.items,
             batch_size=rt.settings.max_batch_documents,

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from cari.ingest import store
     from cari.ingest.bulk import Tally
     from cari.runtime import Runtime
+    from cari.settings import Settings
 
 
 LOCAL_BATCH_SIZE = 32
@@ -94,10 +95,38 @@ def ingest(
     is_flag=True,
     help="Re-embed every chunk of --collection (after changing the model).",
 )
+@click.option(
+    "--embedder",
+    metavar="NAME",
+    help="Move --collection to this embedder ('local' or a CARI_EMBEDDERS name): its chunks "
+    "and catalog items are embedded anew while searches use the old vectors, which the new "
+    "ones replace at once when complete. Run it again to resume.",
+)
 @user_errors
-def reembed(collection: str | None, everything: bool) -> None:
-    if everything and collection is None:
-        raise click.UsageError("--all needs --collection")
+def reembed(collection: str | None, everything: bool, embedder: str | None) -> None:
+    if (everything or embedder is not None) and collection is None:
+        raise click.UsageError(f"{'--all' if everything else '--embedder'} needs --collection")
+    if everything and embedder is not None:
+        raise click.UsageError("--embedder re-embeds everything already: drop --all")
+    if embedder is not None:
+        assert collection is not None
+
+        async def move(rt: Runtime) -> int:
+            from cari.ingest.switch import switch_embedder
+
+            click.echo(f"embedding {collection} with {embedder}…", err=True)
+            return await switch_embedder(
+                rt.pool,
+                rt.embedders,
+                rt.settings,
+                collection,
+                embedder,
+                batch_size=rt.settings.embedding_batch_size,
+            )
+
+        count = run(move)
+        click.echo(f"embedded {count} chunks and items; {collection} now uses {embedder}")
+        return
 
     async def work(rt: Runtime) -> int:
         from cari.ingest import pipeline, store
@@ -109,7 +138,7 @@ def reembed(collection: str | None, everything: bool) -> None:
         click.echo("embedding…", err=True)
         return await pipeline.reembed(
             rt.pool,
-            rt.embedder,
+            rt.embedders,
             collection=ref,
             everything=everything,
             batch_size=rt.settings.embedding_batch_size,
@@ -135,7 +164,7 @@ async def _ingest(
 
     total = None if any(s.path is None for s in sources) else sum(s.size or 0 for s in sources)
     async with rt.pool.connection() as conn:
-        await _ensure_collection(conn, collection, create_language)
+        await _ensure_collection(conn, collection, create_language, rt.settings)
     started = time.monotonic()
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -175,7 +204,9 @@ async def _ingest(
     return tally
 
 
-async def _ensure_collection(conn: store.Conn, name: str, create_language: str | None) -> None:
+async def _ensure_collection(
+    conn: store.Conn, name: str, create_language: str | None, config: Settings
+) -> None:
     from cari import collection as collections
     from cari.errors import NotFound
     from cari.ingest import store
@@ -189,7 +220,7 @@ async def _ensure_collection(conn: store.Conn, name: str, create_language: str |
                 "or create it with POST /v1/collections"
             ) from None
         await collections.create(
-            conn, collections.CollectionCreate(name=name, language=create_language)
+            conn, collections.CollectionCreate(name=name, language=create_language), config
         )
 
 

@@ -71,8 +71,9 @@ def mcp() -> None:
 @click.option(
     "--resize-embeddings",
     is_flag=True,
-    help="Widen or narrow the vector columns to the configured embedder's dimension; "
-    "existing vectors are dropped, then `cari reembed` recomputes them.",
+    help="Fit each collection to its embedder's width (indexed as halfvec from "
+    "CARI_HALFVEC_DIMENSIONS up): the vectors of a collection whose embedder now makes another "
+    "width are dropped, then `cari reembed` recomputes them.",
 )
 @user_errors
 def migrate(revision: str, down_to: str | None, resize_embeddings: bool) -> None:
@@ -85,10 +86,10 @@ def migrate(revision: str, down_to: str | None, resize_embeddings: bool) -> None
     migrations.upgrade(dsn, config, revision)
     click.echo(f"upgraded to {revision}")
     if resize_embeddings:
-        migrations.resize_embeddings(dsn, config)
+        resized = migrations.resize_embeddings(dsn, config)
         click.echo(
-            f"embedding columns now hold {config.embedding_dimension} dimensions; "
-            "run `cari reembed` to compute the vectors"
+            f"{resized} collection(s) resized to their embedder's width; "
+            "run `cari reembed` to compute their vectors"
         )
 
 

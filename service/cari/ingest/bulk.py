@@ -19,9 +19,10 @@ from cari.ingest import files, store
 from cari.ingest.files import Failure, Source
 from cari.ingest.pipeline import Ingestor
 from cari.ingest.store import NewDocument
-from cari.migrations import vector_indexes_statement
+from cari.migrations import vector_index_drop_statement, vector_indexes_statement
 from cari.queries import query
 from cari.settings import Settings
+from cari.vector_space import space
 
 log = logging.getLogger(__name__)
 
@@ -58,15 +59,18 @@ async def ingest_sources(
 ) -> Tally:
     """Ingest every source; failures are collected, never raised, so the rest continue.
 
-    With `defer_index` the HNSW index is dropped for the load and rebuilt once at the end
-    (also when the load fails; a killed load's index is rebuilt by the next `cari` start).
+    With `defer_index` the HNSW index of the collection's width is dropped for the load and
+    rebuilt once at the end (also when the load fails; a killed load's index is rebuilt by the
+    next `cari` start).
     """
     if not defer_index:
         return await _ingest(ingestor, collection, sources, batch_size, workers, on_progress)
     async with ingestor.pool.connection() as lock:
+        ref = await store.collection_ref(lock, collection)
+        width = space(ingestor.embedders.get(ref.embedder).dimension, ingestor.settings)
         await lock.execute(query("vector_index_lock"))
         try:
-            await lock.execute(query("chunks_vector_index_drop"))
+            await lock.execute(vector_index_drop_statement(width))
             try:
                 return await _ingest(
                     ingestor, collection, sources, batch_size, workers, on_progress

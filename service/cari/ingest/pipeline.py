@@ -14,7 +14,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from cari import metrics
-from cari.embed import Embedder
+from cari.embed import Embedder, Embedders
 from cari.errors import EmbedderUnavailable
 from cari.ingest import store
 from cari.ingest.chunking import Chunk, TokenCounter, chunk_document
@@ -55,9 +55,9 @@ def chunk(document: NewDocument, count_tokens: TokenCounter, settings: Settings)
 class Ingestor:
     """Writes batches of documents; each document lands whole or not at all."""
 
-    def __init__(self, pool: AsyncConnectionPool, embedder: Embedder, settings: Settings) -> None:
+    def __init__(self, pool: AsyncConnectionPool, embedders: Embedders, settings: Settings) -> None:
         self.pool = pool
-        self.embedder = embedder
+        self.embedders = embedders
         self.settings = settings
 
     async def ingest(
@@ -71,8 +71,9 @@ class Ingestor:
         changed = [d for d in documents if stored.get(d.external_id) != d.content_hash]
         unchanged = {d.external_id for d in documents} - {d.external_id for d in changed}
 
-        chunked = await anyio.to_thread.run_sync(self._chunk_all, changed)
-        vectors = await self._embed(chunked, result)
+        embedder = self.embedders.get(collection.embedder)
+        chunked = await anyio.to_thread.run_sync(self._chunk_all, embedder, changed)
+        vectors = await self._embed(embedder, chunked, result)
 
         prepared, offset = [], 0
         for document, chunks in zip(changed, chunked, strict=True):
@@ -101,17 +102,17 @@ class Ingestor:
         metrics.CHUNKS.labels("true" if vectors is not None else "false").inc(written)
         return result
 
-    def _chunk_all(self, documents: Sequence[NewDocument]) -> list[list[Chunk]]:
-        return [chunk(d, self.embedder.count_tokens, self.settings) for d in documents]
+    def _chunk_all(self, embedder: Embedder, documents: Sequence[NewDocument]) -> list[list[Chunk]]:
+        return [chunk(d, embedder.count_tokens, self.settings) for d in documents]
 
     async def _embed(
-        self, chunked: Sequence[Sequence[Chunk]], result: BatchResult
+        self, embedder: Embedder, chunked: Sequence[Sequence[Chunk]], result: BatchResult
     ) -> list[np.ndarray] | None:
         texts = [store.embedding_text(c.title, c.content) for chunks in chunked for c in chunks]
         if not texts:
             return []
         try:
-            return await self.embedder.embed_documents(texts)
+            return await embedder.embed_documents(texts)
         except EmbedderUnavailable as exc:
             metrics.EMBEDDER_FAILURES.labels("document", "unavailable").inc()
             # Store the text now (keyword search works); `cari reembed` adds vectors later.
@@ -124,15 +125,16 @@ class Ingestor:
 
 async def reembed(
     pool: AsyncConnectionPool,
-    embedder: Embedder,
+    embedders: Embedders,
     *,
     collection: CollectionRef | None = None,
     everything: bool = False,
     batch_size: int = 64,
 ) -> int:
-    """Embed chunks stored without a vector (or, with `everything`, all of a collection's).
+    """Embed chunks stored without a vector (or, with `everything`, all of a collection's), each
+    with the embedder its collection names.
 
-    Returns how many chunks got a vector. Raises EmbedderUnavailable if the embedder is down.
+    Returns how many chunks got a vector. Raises EmbedderUnavailable if an embedder is down.
     """
     assert collection is not None or not everything, "re-embedding everything needs a collection"
     done, after = 0, 0
@@ -148,7 +150,10 @@ async def reembed(
             rows = await cur.fetchall()
         if not rows:
             return done
-        embedded = await _embed_rows(embedder, rows)
+        embedded: list[tuple[int, np.ndarray]] = []
+        for name in {row[3] for row in rows}:
+            own = [row for row in rows if row[3] == name]
+            embedded.extend(await _embed_rows(embedders.get(name), own))
         async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             await cur.executemany(
                 query("chunk_set_embedding"),
@@ -159,10 +164,10 @@ async def reembed(
 
 
 async def _embed_rows(embedder: Embedder, rows: Sequence[Any]) -> list[tuple[int, np.ndarray]]:
-    """Vectors for (id, title, content) rows. If the batch is refused, each row is tried on
+    """Vectors for (id, title, content, …) rows. If the batch is refused, each row is tried on
     its own and a chunk the embedder refuses is skipped, so one bad chunk cannot block every
     chunk after it. Two refusals in a row mean the embedder is down: that is raised."""
-    texts = [store.embedding_text(title, content) for _, title, content in rows]
+    texts = [store.embedding_text(row[1], row[2]) for row in rows]
     try:
         vectors = await embedder.embed_documents(texts)
         return [(int(row[0]), v) for row, v in zip(rows, vectors, strict=True)]
@@ -183,12 +188,12 @@ async def _embed_rows(embedder: Embedder, rows: Sequence[Any]) -> list[tuple[int
 
 
 async def backfill_embeddings(
-    pool: AsyncConnectionPool, embedder: Embedder, settings: Settings
+    pool: AsyncConnectionPool, embedders: Embedders, settings: Settings
 ) -> None:
     """The server's background task: embed chunks stored while the embedder was down."""
     while True:
         try:
-            count = await reembed(pool, embedder, batch_size=settings.embedding_batch_size)
+            count = await reembed(pool, embedders, batch_size=settings.embedding_batch_size)
             if count:
                 log.info("embedded %d chunks that were stored without vectors", count)
         except (EmbedderUnavailable, psycopg.Error, PoolTimeout) as exc:

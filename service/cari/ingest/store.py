@@ -34,6 +34,8 @@ class CollectionRef:
     id: int
     name: str
     language: int  # regconfig oid, as binary COPY sends it
+    embedder: str | None = None  # the embedder it names; None: the default one
+    next_embedder: str | None = None  # the one `cari reembed --embedder` moves it to
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +106,18 @@ async def collection_ref(conn: Conn, name: str) -> CollectionRef:
     row = await cur.fetchone()
     if row is None:
         raise NotFound(f"collection '{name}' does not exist")
-    return CollectionRef(id=int(row[0]), name=name, language=int(row[1]))
+    return CollectionRef(
+        id=int(row[0]), name=name, language=int(row[1]), embedder=row[2], next_embedder=row[3]
+    )
+
+
+async def embedder_unchanged(conn: Conn, collection: CollectionRef) -> bool:
+    """Inside a writing transaction: whether the collection still names the embedder it named
+    when `collection` was read, locked so until the transaction ends (a vector made by a
+    replaced model must not be written after the move)."""
+    cur = await conn.execute(query("collection_embedder_lock"), {"collection_id": collection.id})
+    row = await cur.fetchone()
+    return row is not None and row[0] == collection.embedder
 
 
 async def stored_hashes(
@@ -145,6 +158,10 @@ async def write_documents(
     statuses: dict[str, Status] = {p.document.external_id: "unchanged" for p in batch}
     languages = await _language_oids(conn, {p.document.language for p in batch} - {None})
     async with conn.transaction():
+        if not await embedder_unchanged(conn, collection):
+            # Moved to another embedder since these were embedded: stored without vectors, the
+            # server's re-embedding gives them the new model's.
+            batch = [Prepared(p.document, p.chunks, None) for p in batch]
         cur = await conn.execute(
             query("documents_upsert"),
             {
@@ -277,10 +294,3 @@ async def clear_documents(conn: Conn, collection: CollectionRef) -> int:
     cur = await conn.execute(query("documents_clear"), {"collection_id": collection.id})
     await compact_statistics(conn, collection)
     return cur.rowcount
-
-
-async def embedding_dimension(conn: Conn) -> int:
-    cur = await conn.execute(query("embedding_dimension"))
-    row = await cur.fetchone()
-    assert row is not None, "chunks.embedding is missing: run `cari migrate`"
-    return int(row[0])

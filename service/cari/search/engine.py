@@ -28,7 +28,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from cari import metrics, synonyms, tracing
-from cari.embed import Embedder
+from cari.embed import Embedders
 from cari.errors import (
     EmbedderBusy,
     EmbedderUnavailable,
@@ -58,6 +58,7 @@ from cari.search.query_vectors import QueryVectors
 from cari.search.rerank import Reranker
 from cari.search.router import Keywords, Router, Routing
 from cari.settings import Settings
+from cari.vector_space import Space, space
 
 Kind = Literal["chunk", "catalog", "financing"]
 T = TypeVar("T")
@@ -131,6 +132,17 @@ class _Collection:
     threshold: float
     pricing_keywords: list[str]
     financing_keywords: list[str]
+    embedder: str | None  # None: the default one
+
+
+@dataclass(frozen=True, slots=True)
+class _Model:
+    """An embedder as searches use it: its query vectors, its router, its vectors' index."""
+
+    vectors: QueryVectors
+    router: Router
+    space: Space
+    scale: relevance.Scale  # its cosines as relevance
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +171,8 @@ class _Part:
     dropped: list[Fused] = field(default_factory=list)
     lists: dict[str, list[Candidate]] = field(default_factory=dict)
     vector: np.ndarray | None = None
+    space: Space | None = None  # the vector's
+    scale: relevance.Scale | None = None  # how its evidence was weighed
     cached: bool = False
     applied_ef: str | None = None
     postings_read: int | None = None
@@ -170,7 +184,7 @@ class Searcher:
     def __init__(
         self,
         reads: Reads,
-        embedder: Embedder,
+        embedders: Embedders,
         settings: Settings,
         *,
         reranker: Reranker | None = None,
@@ -178,13 +192,26 @@ class Searcher:
         self.reads = reads  # the servers searches run on: a replica, or the primary
         self.settings = settings
         self.reranker = reranker  # not owned: the runtime closes it
-        self.vectors = QueryVectors(
-            embedder, settings.query_cache_size, settings.embedding_query_timeout_s
-        )
-        self.router = Router(embedder)
-        self.scale = relevance.Scale(
-            settings.relevance_cosine_floor, settings.relevance_cosine_ceiling
-        )
+        self.embedders = embedders
+        self._models: dict[str | None, _Model] = {}
+        default = self._model(None)
+        self.vectors = default.vectors  # the default embedder's, which metrics report
+        self.router = default.router
+
+    def _model(self, embedder: str | None) -> _Model:
+        """The named embedder's query side, built on first use (EmbedderUnavailable if no such
+        embedder is configured)."""
+        if (model := self._models.get(embedder)) is None:
+            built = self.embedders.get(embedder)
+            timeout = self.settings.embedding_query_timeout_s
+            model = _Model(
+                QueryVectors(built, self.settings.query_cache_size, timeout),
+                Router(built),
+                space(built.dimension, self.settings),
+                relevance.Scale(*self.settings.cosine_scale(embedder)),
+            )
+            self._models[embedder] = model
+        return model
 
     async def search(
         self, collection_name: str, request: SearchRequest, *, token: int | None = None
@@ -257,6 +284,7 @@ class Searcher:
                     collection.id,
                     text,
                     [(p.text, p.vector, p.routing) for p in parts if p.routing is not None],
+                    next((p.space for p in parts if p.space is not None), None),
                     plan.threshold,
                     top_k,
                 ),
@@ -376,12 +404,13 @@ class Searcher:
             return found.candidates
 
         async def vector() -> list[Candidate]:
-            vector, part.cached = await _timed(part.timings, "embed", self.vectors.get(part.text))
-            part.vector = vector
+            model = self._model(collection.embedder)
+            vector, part.cached = await _timed(part.timings, "embed", model.vectors.get(part.text))
+            part.vector, part.space = vector, model.space
             found, part.applied_ef = await _timed(
                 part.timings,
                 "vector",
-                self._vector(pool, vector, plan.ef_search, filters, params),
+                self._vector(pool, vector, model.space, plan.ef_search, filters, params),
             )
             return found
 
@@ -410,14 +439,18 @@ class Searcher:
                 ),
             )
         head = [f for f in head if f.chunk_id in part.evidence]  # not deleted meanwhile
+        # Without the collection's embedder (keyword mode, or it failed) there is no vector:
+        # any router routes by words alone, and any scale weighs coverage alone.
+        model = self._models.get(collection.embedder, self._models[None])
+        part.scale = model.scale
         for fused in head:
-            part.scored[fused.chunk_id] = self.scale.relevance(part.evidence[fused.chunk_id])
+            part.scored[fused.chunk_id] = model.scale.relevance(part.evidence[fused.chunk_id])
         scores = [part.scored[f.chunk_id] for f in head]
         for fused, kept in zip(head, relevance.keep(scores, plan.threshold), strict=True):
             (part.kept if kept else part.dropped).append(fused)
         del part.kept[plan.top_k :]
         part.routing = await _timed(
-            part.timings, "route", self.router.route(part.text, part.vector, keywords)
+            part.timings, "route", model.router.route(part.text, part.vector, keywords)
         )
 
     async def _collection(self, pool: AsyncConnectionPool, name: str) -> _Collection:
@@ -450,11 +483,12 @@ class Searcher:
         self,
         pool: AsyncConnectionPool,
         vector: np.ndarray,
+        space: Space,
         ef_search: int,
         filters: sql.Composable,
         params: dict[str, Any],
     ) -> tuple[list[Candidate], str | None]:
-        statement = sql.SQL(query("search_vector")).format(filters=filters)
+        statement = space.statement("search_vector", filters=filters, alias=sql.Identifier("c"))
         values = {**params, "vector": vector}
         async with pool.connection() as conn:
             if ef_search == self.settings.hnsw_ef_search:
@@ -517,6 +551,7 @@ class Searcher:
     ) -> dict[str, Any]:
         first = parts[0]
         embedded = [p for p in parts if p.vector is not None]
+        scale = first.scale or self._models[None].scale
         return {
             "served_by": node.name,  # primary, or the replica (cari.replicas)
             "mode": plan.mode,
@@ -536,8 +571,8 @@ class Searcher:
             "top_k": plan.top_k,
             "threshold": plan.threshold,
             "relevance_scale": {
-                "cosine_floor": self.scale.cosine_floor,
-                "cosine_ceiling": self.scale.cosine_ceiling,
+                "cosine_floor": scale.cosine_floor,
+                "cosine_ceiling": scale.cosine_ceiling,
             },
             "candidates": {"requested": plan.candidates},
             "ef_search": {"requested": plan.ef_search, "applied": first.applied_ef},
@@ -549,13 +584,15 @@ class Searcher:
         }
 
     def _explain_part(self, part: _Part, plan: _Plan) -> dict[str, Any]:
+        scale = part.scale or self._models[None].scale
+
         def weighed(fused: Fused) -> dict[str, Any]:
             found = part.evidence[fused.chunk_id]
             return {
                 "id": f"chunk:{fused.chunk_id}",
                 "relevance": round(part.scored[fused.chunk_id], 4),
                 "cosine": None if found.cosine is None else round(found.cosine, 4),
-                "dense": round(self.scale.dense(found.cosine), 4),
+                "dense": round(scale.dense(found.cosine), 4),
                 "coverage": round(found.coverage, 4),
             }
 

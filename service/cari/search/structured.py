@@ -26,6 +26,7 @@ from cari.catalog.search import CatalogHit, FinancingRate, financing_rates, sear
 from cari.search.amounts import FinancingTerms, parse_financing
 from cari.search.installments import RateType, monthly_payment
 from cari.search.router import Routing
+from cari.vector_space import Space
 
 PRODUCT_INTENTS = frozenset({"pricing", "specs", "financing"})
 
@@ -52,15 +53,16 @@ async def sources(
     collection_id: int,
     text: str,
     parts: Sequence[tuple[str, np.ndarray | None, Routing]],
+    space: Space | None,
     threshold: float,
     limit: int,
 ) -> Found:
     """The structured sources for `text`, whose sub-queries are `parts` (text, query vector,
-    routing), most relevant first, at most `limit` catalog items."""
+    routing; `space` is the vectors'), most relevant first, at most `limit` catalog items."""
     routed = [(t, v) for t, v, r in parts if PRODUCT_INTENTS & set(r.intents)]
     financing = any("financing" in r.intents for _, _, r in parts)
     searches = await asyncio.gather(
-        *(search_catalog(pool, collection_id, t, v, limit) for t, v in routed)
+        *(search_catalog(pool, collection_id, t, v, space, limit) for t, v in routed)
     )
     named: dict[str, CatalogHit] = {}
     explain: dict[str, Any] = {"catalog": []}
