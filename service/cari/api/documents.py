@@ -281,7 +281,8 @@ class DocumentsController(Controller):
                 + "; ".join(f"[{r.index}] {r.reason}" for r in rejected),
             )
         ingestor: Ingestor = state.ingestor
-        result = await ingestor.ingest(collection, documents)
+        budget = settings.write_embedding_budget_s
+        result = await ingestor.ingest(collection, documents, embedding_budget_s=budget)
         return _response(result, rejected)
 
     @put(
@@ -298,7 +299,10 @@ class DocumentsController(Controller):
             partial(to_document, data, state.settings, path_id=_id(document_id))
         )
         ingestor: Ingestor = state.ingestor
-        return _response(await ingestor.ingest(collection, [document]), [])
+        budget = state.settings.write_embedding_budget_s
+        return _response(
+            await ingestor.ingest(collection, [document], embedding_budget_s=budget), []
+        )
 
     @get(
         "/",

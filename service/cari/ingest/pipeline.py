@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,12 @@ from cari.queries import query
 from cari.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# Slices of a write's texts under an embedding budget: the first is small, to measure the
+# embedder; the next ones take about SLICE_S each at the measured rate.
+FIRST_SLICE = 8
+SLICE_S = 2.0
+MAX_SLICE = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +68,19 @@ class Ingestor:
         self.settings = settings
 
     async def ingest(
-        self, collection_name: str, documents: Sequence[NewDocument], *, compact: bool = True
+        self,
+        collection_name: str,
+        documents: Sequence[NewDocument],
+        *,
+        compact: bool = True,
+        embedding_budget_s: float | None = None,
     ) -> BatchResult:
-        """Store the changed documents, each whole; `compact` as `store.write_documents`."""
+        """Store the changed documents, each whole; `compact` as `store.write_documents`.
+
+        With `embedding_budget_s` (an HTTP write), no further texts are sent to the embedder
+        once that much time has gone: the chunks left are stored without vectors, for the
+        server's background embedding (`backfill_embeddings`).
+        """
         result = BatchResult()
         async with self.pool.connection() as conn:
             collection = await store.collection_ref(conn, collection_name)
@@ -73,7 +90,7 @@ class Ingestor:
 
         embedder = self.embedders.get(collection.embedder)
         chunked = await anyio.to_thread.run_sync(self._chunk_all, embedder, changed)
-        vectors = await self._embed(embedder, chunked, result)
+        vectors = await self._embed(embedder, chunked, result, embedding_budget_s)
 
         prepared, offset = [], 0
         for document, chunks in zip(changed, chunked, strict=True):
@@ -84,35 +101,55 @@ class Ingestor:
         if prepared:
             async with self.pool.connection() as conn:
                 statuses = await store.write_documents(conn, collection, prepared, compact=compact)
-        for document, chunks in zip(changed, chunked, strict=True):
-            status = statuses[document.external_id]
+        for item in prepared:
+            status = statuses[item.document.external_id]
             done = status != "unchanged"
+            stored_vectors = item.vectors
             result.outcomes.append(
                 Outcome(
-                    document.external_id,
+                    item.document.external_id,
                     status,
-                    len(chunks) if done else 0,
-                    embedded=vectors is not None or not done,
+                    len(item.chunks) if done else 0,
+                    embedded=not done
+                    or (stored_vectors is not None and all(v is not None for v in stored_vectors)),
                 )
             )
         result.outcomes.extend(Outcome(i, "unchanged", 0, True) for i in sorted(unchanged))
         for outcome in result.outcomes:
             metrics.DOCUMENTS.labels(outcome.status).inc()
-        written = sum(outcome.chunks for outcome in result.outcomes)
-        metrics.CHUNKS.labels("true" if vectors is not None else "false").inc(written)
+        for item in prepared:
+            if statuses[item.document.external_id] != "unchanged":
+                with_vector = sum(v is not None for v in item.vectors or ())
+                metrics.CHUNKS.labels("true").inc(with_vector)
+                metrics.CHUNKS.labels("false").inc(len(item.chunks) - with_vector)
         return result
 
     def _chunk_all(self, embedder: Embedder, documents: Sequence[NewDocument]) -> list[list[Chunk]]:
         return [chunk(d, embedder.count_tokens, self.settings) for d in documents]
 
     async def _embed(
-        self, embedder: Embedder, chunked: Sequence[Sequence[Chunk]], result: BatchResult
-    ) -> list[np.ndarray] | None:
+        self,
+        embedder: Embedder,
+        chunked: Sequence[Sequence[Chunk]],
+        result: BatchResult,
+        budget_s: float | None,
+    ) -> list[np.ndarray | None] | None:
+        """A vector per chunk in order (None: embedded later), or None when the embedder is
+        down. Within a budget the texts go in slices sized from the rate so far, each to take
+        about `SLICE_S`, so the budget is overrun by one slice at most."""
         texts = [store.embedding_text(c.title, c.content) for chunks in chunked for c in chunks]
-        if not texts:
-            return []
+        vectors: list[np.ndarray | None] = []
+        started = time.monotonic()
+        size = len(texts) if budget_s is None else FIRST_SLICE
         try:
-            return await embedder.embed_documents(texts)
+            while len(vectors) < len(texts):
+                if budget_s is not None and vectors and time.monotonic() - started >= budget_s:
+                    break
+                begun = time.monotonic()
+                vectors.extend(await embedder.embed_documents(texts[len(vectors) :][:size]))
+                if budget_s is not None:
+                    rate = size / max(time.monotonic() - begun, 1e-3)
+                    size = min(max(int(rate * SLICE_S), FIRST_SLICE), MAX_SLICE)
         except EmbedderUnavailable as exc:
             metrics.EMBEDDER_FAILURES.labels("document", "unavailable").inc()
             # Store the text now (keyword search works); `cari reembed` adds vectors later.
@@ -121,6 +158,15 @@ class Ingestor:
                 f"stored without embeddings ({exc.message}); they are filled in later"
             )
             return None
+        if pending := len(texts) - len(vectors):
+            log.info("write embedding budget spent: %d of %d chunks left", pending, len(texts))
+            result.warnings.append(
+                f"{pending} of {len(texts)} chunks stored without embeddings: embedding them "
+                f"would outlast the write's {budget_s:g} s budget (CARI_WRITE_EMBEDDING_BUDGET_S); "
+                "the server fills them in the background, keyword search finds them now"
+            )
+            vectors.extend([None] * pending)
+        return vectors
 
 
 async def reembed(

@@ -136,7 +136,7 @@ class Prepared:
 
     document: NewDocument
     chunks: Sequence[Chunk]
-    vectors: Sequence[np.ndarray] | None
+    vectors: Sequence[np.ndarray | None] | None
 
 
 async def write_documents(
