@@ -148,6 +148,25 @@ def test_ingest_jsonl_from_stdin_and_globs(
     assert "collection 'nope' does not exist" in unknown.stderr
 
 
+def test_create_names_the_collections_embedder(
+    tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    env = {**cli_env(clean_env, dsn, fake), "OMP_NUM_THREADS": "1"}
+    (tmp_path / "a.md").write_text("# Tides\n\nSpring tides follow the full moon.")
+    unknown = cari(["ingest", str(tmp_path), "-c", "t", "--create", "--embedder", "nope"], env)
+    assert unknown.returncode == 1
+    assert "embedder 'nope' is not configured (CARI_EMBEDDERS" in unknown.stderr
+    assert counts(dsn) == (0, 0, 0)
+
+    # The server's default is the embedding service; this collection names the bundled model.
+    local = cari(["ingest", str(tmp_path), "-c", "t", "--create", "--embedder", "local"], env)
+    assert local.returncode == 0, local.stderr
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT embedder FROM collections WHERE name = 't'").fetchone()
+    assert row == ("local",)
+    assert counts(dsn) == (1, 1, 0) and fake.requests == []  # embedded by the local model
+
+
 def test_killed_ingest_leaves_no_partial_document(
     tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
 ) -> None:

@@ -34,6 +34,11 @@ SERVICE_BATCH_SIZE = 256
 )
 @click.option("--language", default="simple", show_default=True, help="Language for --create.")
 @click.option(
+    "--embedder",
+    metavar="NAME",
+    help="Embedder for --create: `local` or a profile of CARI_EMBEDDERS. [default: CARI_EMBEDDER]",
+)
+@click.option(
     "--batch-size",
     type=click.IntRange(1, 10_000),
     help="Documents per transaction, at most: a batch also ends once it holds ~1 MB of text. "
@@ -58,6 +63,7 @@ def ingest(
     collection: str,
     create: bool,
     language: str,
+    embedder: str | None,
     batch_size: int | None,
     workers: int,
     bulk: bool,
@@ -78,6 +84,7 @@ def ingest(
             collection,
             sources,
             create_language=language if create else None,
+            create_embedder=embedder,
             batch_size=batch_size,
             workers=workers,
             defer_index=bulk,
@@ -153,6 +160,7 @@ async def _ingest(
     sources: Sequence[files.Source],
     *,
     create_language: str | None,
+    create_embedder: str | None,
     batch_size: int,
     workers: int,
     defer_index: bool,
@@ -164,7 +172,7 @@ async def _ingest(
 
     total = None if any(s.path is None for s in sources) else sum(s.size or 0 for s in sources)
     async with rt.pool.connection() as conn:
-        await _ensure_collection(conn, collection, create_language, rt.settings)
+        await _ensure_collection(conn, collection, create_language, create_embedder, rt.settings)
     started = time.monotonic()
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -205,7 +213,11 @@ async def _ingest(
 
 
 async def _ensure_collection(
-    conn: store.Conn, name: str, create_language: str | None, config: Settings
+    conn: store.Conn,
+    name: str,
+    create_language: str | None,
+    create_embedder: str | None,
+    config: Settings,
 ) -> None:
     from cari import collection as collections
     from cari.errors import NotFound
@@ -219,9 +231,10 @@ async def _ensure_collection(
                 f"collection '{name}' does not exist: add --create (and --language) "
                 "or create it with POST /v1/collections"
             ) from None
-        await collections.create(
-            conn, collections.CollectionCreate(name=name, language=create_language), config
+        spec = collections.CollectionCreate(
+            name=name, language=create_language, embedder=create_embedder
         )
+        await collections.create(conn, spec, config)
 
 
 def _summarize(tally: Tally, seconds: float) -> None:
