@@ -24,6 +24,13 @@ last of `--weights` in alternate rounds (round 0 warms up; which question form g
 alternates); and, after each, the query's analysis alone (`query_corrected` in the
 collection's language), to tell finding the corrections from reading their postings.
 
+    python -m bench.typos --hybrid --dataset DIR [--split test] [--weights 0 0.7]
+
+Hybrid instead: the corpus ingested as `bench.quality` ingests it (the real path, embeddings
+from its on-disk cache; the misspelled questions are embedded as they are), and each question
+as written and misspelled searched in `hybrid` mode as users get it (the server's candidates,
+threshold 0, 100 results), at each `--weights`.
+
 Runs on DATABASE_URL if set, else on a throwaway embedded server.
 """
 
@@ -43,17 +50,22 @@ from typing import Any
 from bench import search as synthetic
 from bench.bm25_quality import cari_ranker, load, timed_ranking
 from bench.database import fresh_runtime
+from bench.embedding_cache import CachingEmbedder
 from bench.quality import (
+    CHUNK_DOCUMENTS,
     DATASETS,
     Qrels,
     default_language,
+    document_ranking,
     evaluate,
+    ingest_corpus,
     load_qrels,
     load_queries,
     mean_metrics,
 )
 from cari import collection
 from cari.queries import query
+from cari.search.engine import SearchRequest
 from cari.settings import Settings, load_settings
 
 DEPTH = 100
@@ -205,7 +217,50 @@ async def latency(chunks: int, query_count: int, rounds: int, on: float) -> None
             print(f"  {name:<50} {summary(values)}")
 
 
+async def hybrid(dataset: Path, split: str, weights: Sequence[float]) -> dict[str, Any]:
+    settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
+    qrels_all = load_qrels(dataset, split)
+    correct = {q: t for q, t in load_queries(dataset).items() if q in qrels_all}
+    forms = {"correct": correct, "misspelled": {q: misspell(q, t) for q, t in correct.items()}}
+    qrels: Qrels = {q: qrels_all[q] for q in correct}
+    rows: dict[str, dict[str, float]] = {}
+    name = "typos"
+    async with fresh_runtime(
+        "cari_bench_typos_hybrid", settings, wrap_embedder=CachingEmbedder
+    ) as rt:
+        spec = collection.CollectionCreate(name=name, language=default_language(dataset))
+        async with rt.pool.connection() as conn:
+            await collection.create(conn, spec, settings)
+        await ingest_corpus(rt.ingestor, name, dataset)
+        async with rt.pool.connection() as conn:
+            await conn.execute("VACUUM (ANALYZE) chunks, postings, bm25_terms")
+            cur = await conn.execute(CHUNK_DOCUMENTS, {"name": name})
+            documents = {int(chunk_id): str(doc) for chunk_id, doc in await cur.fetchall()}
+        for weight in weights:
+            async with rt.pool.connection() as conn:
+                await collection.update(conn, name, collection.CollectionUpdate(typo_weight=weight))
+            for form, queries in forms.items():
+                ranking = {}
+                for qid, text in queries.items():
+                    request = SearchRequest(query=text, mode="hybrid", top_k=DEPTH, threshold=0)
+                    response = await rt.searcher.search(name, request)
+                    if response.degraded:
+                        raise RuntimeError(f"search degraded: {response.warnings}")
+                    ranking[qid] = document_ranking(
+                        [documents[r.chunk_id] for r in response.results if r.chunk_id is not None]
+                    )
+                ndcg = mean_metrics(evaluate(qrels, ranking, DEPTH))["nDCG@10"]
+                rows[f"{form}, typo_weight {weight:g}"] = {"nDCG@10": ndcg}
+                print(f"  hybrid {form}, typo_weight {weight:g}: nDCG@10 {ndcg:.4f}", flush=True)
+    return {"dataset": dataset.name, "split": split, "rows": rows}
+
+
 async def main_async(args: argparse.Namespace) -> None:
+    if args.hybrid:
+        for folder in args.dataset or [DATASETS / "tydiqa-goldp-id"]:
+            print(f"{Path(folder).name} ({args.split}), hybrid search:", flush=True)
+            await hybrid(Path(folder), args.split, args.weights)
+        return
     if args.latency:
         await latency(args.latency, args.queries, args.rounds, args.weights[-1])
         return
@@ -224,6 +279,7 @@ def main() -> None:
         "--weights", type=float, nargs="+", default=[0.0, 0.5, 0.7],
         help="typo_weight values to run (0: corrections off; --latency: 0 against the last)",
     )  # fmt: skip
+    parser.add_argument("--hybrid", action="store_true", help="measure hybrid search instead")
     parser.add_argument("--latency", type=int, metavar="CHUNKS", help="time keyword search")
     parser.add_argument("--queries", type=int, default=200, help="questions for --latency")
     parser.add_argument("--rounds", type=int, default=3, help="rounds for --latency")
