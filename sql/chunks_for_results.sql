@@ -1,6 +1,6 @@
 -- The text and provenance of result chunks, and each one's highlight: the passage of its
 -- content around the query's words, found by `ts_headline` in the chunk's own language with
--- the lexemes keyword search looks for there (`query_expanded`: synonyms included), matches
+-- the lexemes keyword search looks for there (`query_corrected`: synonyms and corrections included), matches
 -- between two private-use markers (cari.search.highlights marks them and escapes the rest).
 -- `ts_headline` parses the whole content, so it runs on these result rows alone. The markers
 -- are removed from the content first, so only ts_headline's are in the passage; a query with
@@ -16,6 +16,6 @@ CROSS JOIN LATERAL (  -- the lexemes as a tsquery: each quoted ('' and \\ escape
     SELECT string_agg(
                '''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || '''', ' | '
            )::tsquery AS words
-    FROM query_expanded(c.collection_id, c.language, %(query)s) AS w
+    FROM query_corrected(c.collection_id, c.language, %(query)s) AS w
 ) AS q
 WHERE c.id = ANY(%(ids)s);

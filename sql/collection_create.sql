@@ -3,14 +3,14 @@
 -- of the named embedder's vectors (NULL embedder: the default one).
 INSERT INTO collections
     (name, language, search_mode, fusion, vector_weight, keyword_weight, rrf_k, threshold, top_k,
-     bm25_k1, bm25_b, bm25_k3, title_boost, pricing_keywords, financing_keywords, no_information,
+     bm25_k1, bm25_b, bm25_k3, typo_weight, title_boost, pricing_keywords, financing_keywords, no_information,
      embedder, dimensions)
 VALUES
     (%(name)s, %(language)s::regconfig, %(search_mode)s, %(fusion)s, %(vector_weight)s,
      %(keyword_weight)s, %(rrf_k)s, %(threshold)s, %(top_k)s,
-     %(bm25_k1)s, %(bm25_b)s, %(bm25_k3)s, %(title_boost)s, %(pricing_keywords)s,
+     %(bm25_k1)s, %(bm25_b)s, %(bm25_k3)s, %(typo_weight)s, %(title_boost)s, %(pricing_keywords)s,
      %(financing_keywords)s, %(no_information)s, %(embedder)s, %(dimensions)s)
 RETURNING name, language::text AS language, search_mode, fusion, vector_weight, keyword_weight,
-          rrf_k, threshold, top_k, bm25_k1, bm25_b, bm25_k3, title_boost, pricing_keywords,
+          rrf_k, threshold, top_k, bm25_k1, bm25_b, bm25_k3, typo_weight, title_boost, pricing_keywords,
           financing_keywords, no_information, embedder, dimensions, next_embedder,
           created_at, updated_at;

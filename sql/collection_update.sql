@@ -2,7 +2,8 @@
 -- no_information changes whenever no_information_set is true, to NULL too).
 -- A new language re-indexes the text that used the old one: the tsvector columns are
 -- generated from `language`, so updating it recomputes them in this same statement (and their
--- triggers re-index the BM25 postings). k1, b, k3 and the title boost apply at query time.
+-- triggers re-index the BM25 postings). k1, b, k3, the typo weight and the title boost apply
+-- at query time.
 WITH old AS (
     SELECT id, language FROM collections WHERE name = %(name)s FOR UPDATE
 ), updated AS (
@@ -18,6 +19,7 @@ WITH old AS (
         bm25_k1        = coalesce(%(bm25_k1)s, c.bm25_k1),
         bm25_b         = coalesce(%(bm25_b)s, c.bm25_b),
         bm25_k3        = coalesce(%(bm25_k3)s, c.bm25_k3),
+        typo_weight    = coalesce(%(typo_weight)s, c.typo_weight),
         title_boost    = coalesce(%(title_boost)s, c.title_boost),
         pricing_keywords   = coalesce(%(pricing_keywords)s, c.pricing_keywords),
         financing_keywords = coalesce(%(financing_keywords)s, c.financing_keywords),
@@ -39,7 +41,7 @@ WITH old AS (
     WHERE ci.collection_id = u.id AND ci.language = u.old_language AND u.language <> u.old_language
 )
 SELECT name, language::text AS language, search_mode, fusion, vector_weight, keyword_weight,
-       rrf_k, threshold, top_k, bm25_k1, bm25_b, bm25_k3, title_boost, pricing_keywords,
+       rrf_k, threshold, top_k, bm25_k1, bm25_b, bm25_k3, typo_weight, title_boost, pricing_keywords,
        financing_keywords, no_information, embedder, dimensions, next_embedder,
        created_at, updated_at
 FROM updated;

@@ -28,11 +28,11 @@ WITH sizes AS (
 ), terms AS MATERIALIZED (  -- once per query, not once per chunk
     SELECT l.language, w.lexeme, w.grp, w.alt,
            ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) * bm25_query_weight(w.qtf, k.bm25_k3)
-               AS weight
+               * w.factor AS weight
     FROM languages AS l
     CROSS JOIN total AS t
     CROSS JOIN collections AS k
-    CROSS JOIN LATERAL query_expanded(%(collection_id)s, l.language, %(query)s) AS w
+    CROSS JOIN LATERAL query_corrected(%(collection_id)s, l.language, %(query)s) AS w
     CROSS JOIN LATERAL (
         SELECT coalesce(sum(df), 0) AS df FROM (
             SELECT df FROM bm25_terms

@@ -2,7 +2,9 @@
 -- read from `postings_lexeme_idx` (an index-only range per lexeme) and summed per chunk.
 -- The query is analysed by each text-search configuration the collection's chunks use, less
 -- that configuration's query stop words, plus the lexemes the collection's synonym rules add
--- (`query_expanded`, migrations 0007 to 0009); a lexeme
+-- (`query_expanded`, migrations 0007 to 0009), plus the known lexemes closest to the words
+-- the collection does not know (`query_corrected`, migration 0011), each weighing its
+-- `factor` (below 1) times what it would weigh as an exact match; a lexeme
 -- the query says `qtf` times weighs qtf·(k3+1)/(k3+qtf) (Okapi's k3; 1 when said once); `N`,
 -- the average length and each lexeme's `df` are the compacted statistics plus pending deltas,
 -- all in this statement's snapshot. A title occurrence counts `title_boost` body occurrences.
@@ -31,13 +33,15 @@ WITH params AS (
     SELECT sum(chunks) AS n, sum(length) / nullif(sum(chunks), 0) AS avglen
     FROM sizes
 ), words AS (  -- the query analysed as each language of the collection analyses its text
-    SELECT w.lexeme, max(w.qtf) AS qtf, min(w.grp) AS grp, min(w.alt) AS alt
+    SELECT w.lexeme, max(w.qtf) AS qtf, min(w.grp) AS grp, min(w.alt) AS alt,
+           max(w.factor) AS factor
     FROM (SELECT language FROM sizes WHERE chunks > 0 UNION SELECT language FROM params) AS l,
-         query_expanded(%(collection_id)s, l.language, %(query)s) AS w
+         query_corrected(%(collection_id)s, l.language, %(query)s) AS w
     GROUP BY w.lexeme
 ), terms AS (  -- weight: the lexeme's idf times its weight in the query
     SELECT w.lexeme, w.grp, w.alt, d.df,
-           ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) * bm25_query_weight(w.qtf, p.k3) AS weight
+           ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) * bm25_query_weight(w.qtf, p.k3) * w.factor
+               AS weight
     FROM words AS w
     CROSS JOIN totals AS t
     CROSS JOIN params AS p

@@ -56,7 +56,7 @@ def test_the_tool_schema_is_the_request_structs() -> None:
     collection = Collection(
         name="car-faq", language="simple", search_mode="keyword", fusion="zscore",
         vector_weight=1.0, keyword_weight=1.0, rrf_k=60, threshold=0.25, top_k=7, bm25_k1=1.2,
-        bm25_b=0.75, bm25_k3=1000.0, title_boost=3.0, pricing_keywords=[],
+        bm25_b=0.75, bm25_k3=1000.0, typo_weight=0.6, title_boost=3.0, pricing_keywords=[],
         financing_keywords=[],
         no_information=None, embedder=None, dimensions=384, next_embedder=None,
         created_at=now, updated_at=now,

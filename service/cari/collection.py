@@ -54,6 +54,16 @@ K3 = Annotated[
         "n·(k3+1)/(k3+n); 0 counts it once, 1000 almost n times.",
     ),
 ]
+TypoWeight = Annotated[
+    float,
+    msgspec.Meta(
+        ge=0,
+        lt=1,
+        description="Typo tolerance: a query word the collection does not know also matches "
+        "its closest known word, weighing this times their trigram similarity against an "
+        "exact match; 0 turns it off.",
+    ),
+]
 Keywords = Annotated[
     list[Annotated[str, msgspec.Meta(min_length=1, max_length=64)]],
     msgspec.Meta(max_length=500, description="Words or phrases; matched as whole words."),
@@ -96,6 +106,7 @@ class Collection(msgspec.Struct, kw_only=True):
     bm25_k1: float
     bm25_b: float
     bm25_k3: float
+    typo_weight: float
     title_boost: float
     pricing_keywords: list[str]
     financing_keywords: list[str]
@@ -120,6 +131,7 @@ class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     bm25_k1: K1 = 1.2
     bm25_b: B = 0.75
     bm25_k3: K3 = 1000.0
+    typo_weight: TypoWeight = 0.0
     title_boost: TitleBoost = 3.0
     pricing_keywords: Keywords = msgspec.field(
         default_factory=lambda: list(router.PRICING_KEYWORDS)
@@ -145,6 +157,7 @@ class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     bm25_k1: K1 | msgspec.UnsetType = msgspec.UNSET
     bm25_b: B | msgspec.UnsetType = msgspec.UNSET
     bm25_k3: K3 | msgspec.UnsetType = msgspec.UNSET
+    typo_weight: TypoWeight | msgspec.UnsetType = msgspec.UNSET
     title_boost: TitleBoost | msgspec.UnsetType = msgspec.UNSET
     pricing_keywords: Keywords | msgspec.UnsetType = msgspec.UNSET
     financing_keywords: Keywords | msgspec.UnsetType = msgspec.UNSET

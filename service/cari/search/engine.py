@@ -27,7 +27,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from cari import metrics, synonyms, tracing
+from cari import metrics, synonyms, tracing, typos
 from cari.embed import Embedders
 from cari.errors import (
     EmbedderBusy,
@@ -309,6 +309,7 @@ class Searcher:
             )
             async with pool.connection() as conn:
                 explain["synonyms"] = await synonyms.fired(conn, collection.id, text)
+                explain["corrections"] = await typos.corrections(conn, collection.id, text)
         return SearchResponse(
             query=request.query,
             mode=plan.mode,

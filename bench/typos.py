@@ -1,0 +1,290 @@
+"""Typo tolerance: keyword nDCG@10 on misspelled questions against the same questions spelled
+right, with corrections off and at each `typo_weight`, same run.
+
+    python -m bench.typos [--dataset DIR ...] [--split test] [--weights 0 0.5 0.7]
+
+For each BEIR-format dataset (default: Cranfield and CISI, the tuning sets), in a fresh
+database: the corpus is loaded as `bench.bm25_quality` loads it (Cari's chunker, no vectors),
+then every judged question is searched by Cari's keyword retriever (`cari.search.bm25`, 100
+chunks) as written and misspelled, with the collection's `typo_weight` set to each `--weights`
+in turn (0: corrections off). nDCG@10 comes from `pytrec_eval` on the chunks' documents.
+
+Misspellings are deterministic (seeded by the question's id): each content word (letters
+only, at least 4 of them, not all capitals: numbers, codes and acronyms are left alone) gets,
+with probability 1/3, one edit at a position after its first letter: an insertion, a deletion,
+a substitution (a random lower-case letter) or a transposition of two neighbours. Keyword
+latency p50/p95 per pass is reported too.
+
+    python -m bench.typos --latency 100000 [--queries 200] [--rounds 3]
+
+Latency at scale instead: the synthesised collection of `bench.search` (rows of real passages
+of the five sets, language `simple`) at that many chunks, and `search_keyword` (the service's
+candidates) on its real questions as written and misspelled, with `typo_weight` 0 and the
+last of `--weights` in alternate rounds (round 0 warms up; which question form goes first
+alternates); and, after each, the query's analysis alone (`query_corrected` in the
+collection's language), to tell finding the corrections from reading their postings.
+
+    python -m bench.typos --hybrid --dataset DIR [--split test] [--weights 0 0.7]
+
+Hybrid instead: the corpus ingested as `bench.quality` ingests it (the real path, embeddings
+from its on-disk cache; the misspelled questions are embedded as they are), and each question
+as written and misspelled searched in `hybrid` mode as users get it (the server's candidates,
+threshold 0, 100 results), at each `--weights`.
+
+Runs on DATABASE_URL if set, else on a throwaway embedded server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import random
+import re
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench import search as synthetic
+from bench.bm25_quality import cari_ranker, load, timed_ranking
+from bench.database import fresh_runtime
+from bench.embedding_cache import CachingEmbedder
+from bench.quality import (
+    CHUNK_DOCUMENTS,
+    DATASETS,
+    Qrels,
+    default_language,
+    document_ranking,
+    evaluate,
+    ingest_corpus,
+    load_qrels,
+    load_queries,
+    mean_metrics,
+)
+from cari import collection
+from cari.queries import query
+from cari.search.engine import SearchRequest
+from cari.settings import Settings, load_settings
+
+DEPTH = 100
+SHARE = 1 / 3  # of content words that get one edit
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_WORD = re.compile(r"[^\W\d_]+|[\w]+|\W+")
+
+
+def misspell_word(word: str, rng: random.Random) -> str:
+    """One edit after the first letter: insertion, deletion, substitution or transposition."""
+    i = rng.randrange(1, len(word))
+    kind = rng.choice(("insert", "delete", "substitute", "transpose"))
+    if kind == "insert":
+        return word[:i] + rng.choice(LETTERS) + word[i:]
+    if kind == "delete":
+        return word[:i] + word[i + 1 :]
+    if kind == "substitute":
+        other = rng.choice([c for c in LETTERS if c != word[i].lower()])
+        return word[:i] + other + word[i + 1 :]
+    if i == len(word) - 1:
+        i -= 1
+    if word[i] == word[i + 1]:  # swapping equal letters changes nothing: substitute instead
+        return word[:i] + rng.choice([c for c in LETTERS if c != word[i]]) + word[i + 1 :]
+    return word[:i] + word[i + 1] + word[i] + word[i + 2 :]
+
+
+def misspell(qid: str, text: str) -> str:
+    """The question with about one content word in three misspelled, the same every run."""
+    rng = random.Random(hashlib.sha256(qid.encode()).digest())
+    out = []
+    for piece in _WORD.findall(text):
+        content = piece.isalpha() and len(piece) >= 4 and not piece.isupper()
+        out.append(misspell_word(piece, rng) if content and rng.random() < SHARE else piece)
+    return "".join(out)
+
+
+async def run_dataset(
+    settings: Settings, dataset: Path, split: str, weights: Sequence[float]
+) -> dict[str, Any]:
+    language = default_language(dataset)
+    qrels_all = load_qrels(dataset, split)
+    correct = {q: t for q, t in load_queries(dataset).items() if q in qrels_all}
+    misspelled = {q: misspell(q, t) for q, t in correct.items()}
+    qrels: Qrels = {q: qrels_all[q] for q in correct}
+    rows: dict[str, dict[str, float]] = {}
+    async with fresh_runtime("cari_bench_typos", settings) as rt:
+        ref, documents, _ = await load(rt, dataset, language)
+        for weight in weights:
+            async with rt.pool.connection() as conn:
+                await collection.update(
+                    conn, "keyword", collection.CollectionUpdate(typo_weight=weight)
+                )
+            for name, queries in (("correct", correct), ("misspelled", misspelled)):
+                ranking, took = await timed_ranking(rt.pool, cari_ranker(ref), queries, documents)
+                ndcg = mean_metrics(evaluate(qrels, ranking, DEPTH))["nDCG@10"]
+                ordered = sorted(took)
+                rows[f"{name}, typo_weight {weight:g}"] = {
+                    "nDCG@10": ndcg,
+                    "p50_ms": statistics.median(ordered),
+                    "p95_ms": ordered[int(0.95 * (len(ordered) - 1))],
+                }
+    changed = sum(1 for q in correct if misspelled[q] != correct[q])
+    return {"dataset": dataset.name, "split": split, "queries": len(correct),
+            "misspelled_queries": changed, "rows": rows,
+            "examples": [(correct[q], misspelled[q]) for q in list(correct)[:3]]}  # fmt: skip
+
+
+def report(result: dict[str, Any]) -> str:
+    lines = [
+        f"{result['dataset']} ({result['split']}, {result['queries']} questions, "
+        f"{result['misspelled_queries']} with a misspelling), keyword search:",
+        f"  {'run':<34} {'nDCG@10':>8} {'p50 ms':>8} {'p95 ms':>8}",
+    ]
+    for name, row in result["rows"].items():
+        lines.append(
+            f"  {name:<34} {row['nDCG@10']:8.4f} {row['p50_ms']:8.2f} {row['p95_ms']:8.2f}"
+        )
+    for before, after in result["examples"]:
+        lines.append(f"  e.g. {before[:70]!r}\n    -> {after[:70]!r}")
+    return "\n".join(lines)
+
+
+# The query's analysis alone, as keyword search does it: what corrections add to a search.
+ANALYSIS = """
+SELECT count(*) FROM collections AS c,
+     query_corrected(c.id, c.language, %(query)s) AS w
+WHERE c.id = %(collection_id)s AND %(candidates)s > 0
+"""
+
+
+async def timed(conn: Any, statement: str, params: dict[str, Any]) -> float:
+    started = time.perf_counter()
+    cur = await conn.execute(statement, params)
+    await cur.fetchall()
+    return (time.perf_counter() - started) * 1000
+
+
+def summary(values: list[float]) -> str:
+    p95 = statistics.quantiles(values, n=20)[-1]
+    mean, median = statistics.fmean(values), statistics.median(values)
+    return f"mean {mean:6.2f} ms, p50 {median:6.2f}, p95 {p95:6.2f}"
+
+
+async def latency(chunks: int, query_count: int, rounds: int, on: float) -> None:
+    settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0, embedder="local")
+    async with fresh_runtime("cari_bench_typos_latency", settings) as rt:
+        passages = synthetic.load_passages()
+        vectors, _ = synthetic.synthetic_vectors(
+            await synthetic.base_vectors(rt.embedder, passages), chunks
+        )
+        await synthetic.load_corpus(rt.pool, settings, passages, vectors)
+        correct = synthetic.load_queries(query_count)
+        forms = {
+            "correct": correct,
+            "misspelled": [misspell(str(i), t) for i, t in enumerate(correct)],
+        }
+        async with rt.pool.connection() as conn:
+            await conn.execute("ANALYZE bm25_terms")  # as autovacuum leaves it
+            cur = await conn.execute(
+                "SELECT id FROM collections WHERE name = %s", (synthetic.COLLECTION,)
+            )
+            collection_id = int((await cur.fetchone() or (0,))[0])
+        keyword = query("search_keyword").replace("{filters}", "")
+        base = {"collection_id": collection_id, "candidates": settings.search_candidates}
+        times: dict[str, list[float]] = {}
+        for round_ in range(2 * rounds + 1):
+            weight = on if round_ % 2 else 0.0
+            async with rt.pool.connection() as conn:
+                await conn.set_autocommit(True)
+                await conn.execute(
+                    "UPDATE collections SET typo_weight = %s WHERE id = %s",
+                    (weight, collection_id),
+                )
+                for n in range(len(correct)):
+                    first = (n + round_) % 2
+                    for form in ("correct", "misspelled")[:: -1 if first else 1]:
+                        params = {**base, "query": forms[form][n]}
+                        took = await timed(conn, keyword, params)
+                        step = await timed(conn, ANALYSIS, params)
+                        if round_:
+                            times.setdefault(f"{form}, typo_weight {weight:g}", []).append(took)
+                            name = f"  analysis alone: {form}, typo_weight {weight:g}"
+                            times.setdefault(name, []).append(step)
+        print(
+            f"keyword search at {chunks:,} chunks, {len(correct)} questions x {rounds} rounds, "
+            f"{settings.search_candidates} candidates:"
+        )
+        for name, values in times.items():
+            print(f"  {name:<50} {summary(values)}")
+
+
+async def hybrid(dataset: Path, split: str, weights: Sequence[float]) -> dict[str, Any]:
+    settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
+    qrels_all = load_qrels(dataset, split)
+    correct = {q: t for q, t in load_queries(dataset).items() if q in qrels_all}
+    forms = {"correct": correct, "misspelled": {q: misspell(q, t) for q, t in correct.items()}}
+    qrels: Qrels = {q: qrels_all[q] for q in correct}
+    rows: dict[str, dict[str, float]] = {}
+    name = "typos"
+    async with fresh_runtime(
+        "cari_bench_typos_hybrid", settings, wrap_embedder=CachingEmbedder
+    ) as rt:
+        spec = collection.CollectionCreate(name=name, language=default_language(dataset))
+        async with rt.pool.connection() as conn:
+            await collection.create(conn, spec, settings)
+        await ingest_corpus(rt.ingestor, name, dataset)
+        async with rt.pool.connection() as conn:
+            await conn.execute("VACUUM (ANALYZE) chunks, postings, bm25_terms")
+            cur = await conn.execute(CHUNK_DOCUMENTS, {"name": name})
+            documents = {int(chunk_id): str(doc) for chunk_id, doc in await cur.fetchall()}
+        for weight in weights:
+            async with rt.pool.connection() as conn:
+                await collection.update(conn, name, collection.CollectionUpdate(typo_weight=weight))
+            for form, queries in forms.items():
+                ranking = {}
+                for qid, text in queries.items():
+                    request = SearchRequest(query=text, mode="hybrid", top_k=DEPTH, threshold=0)
+                    response = await rt.searcher.search(name, request)
+                    if response.degraded:
+                        raise RuntimeError(f"search degraded: {response.warnings}")
+                    ranking[qid] = document_ranking(
+                        [documents[r.chunk_id] for r in response.results if r.chunk_id is not None]
+                    )
+                ndcg = mean_metrics(evaluate(qrels, ranking, DEPTH))["nDCG@10"]
+                rows[f"{form}, typo_weight {weight:g}"] = {"nDCG@10": ndcg}
+                print(f"  hybrid {form}, typo_weight {weight:g}: nDCG@10 {ndcg:.4f}", flush=True)
+    return {"dataset": dataset.name, "split": split, "rows": rows}
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    if args.hybrid:
+        for folder in args.dataset or [DATASETS / "tydiqa-goldp-id"]:
+            print(f"{Path(folder).name} ({args.split}), hybrid search:", flush=True)
+            await hybrid(Path(folder), args.split, args.weights)
+        return
+    if args.latency:
+        await latency(args.latency, args.queries, args.rounds, args.weights[-1])
+        return
+    settings = load_settings()
+    folders = args.dataset or [DATASETS / "cranfield", DATASETS / "cisi"]
+    for folder in folders:
+        print(report(await run_dataset(settings, Path(folder), args.split, args.weights)))
+        print(flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", type=Path, action="append", help="a BEIR-format folder")
+    parser.add_argument("--split", default="test", help="qrels split (default: test)")
+    parser.add_argument(
+        "--weights", type=float, nargs="+", default=[0.0, 0.5, 0.7],
+        help="typo_weight values to run (0: corrections off; --latency: 0 against the last)",
+    )  # fmt: skip
+    parser.add_argument("--hybrid", action="store_true", help="measure hybrid search instead")
+    parser.add_argument("--latency", type=int, metavar="CHUNKS", help="time keyword search")
+    parser.add_argument("--queries", type=int, default=200, help="questions for --latency")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds for --latency")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

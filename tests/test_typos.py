@@ -1,0 +1,97 @@
+"""Typo tolerance over HTTP on real PostgreSQL: a query word the collection does not know
+matches its closest known word, below an exact match; known words, exact tokens and numbers
+are never corrected; `explain` lists each correction; `typo_weight` 0, the default, leaves
+keyword search as it was."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from litestar.testing import TestClient
+
+from tests.conftest import app_client
+from tests.test_search import add, search
+
+DEALER = [
+    {"id": "garansi", "title": "Layanan", "text": "Garansi mesin tiga tahun untuk semua mobil."},
+    {"id": "cicilan", "title": "Pembayaran", "text": "Cicilan ringan mulai dua juta per bulan."},
+    {"id": "sku", "title": "Suku cadang", "text": "Filter oli XJ9000 tersedia sejak 2024."},
+    {"id": "servis", "title": "Bengkel", "text": "Servis berkala setiap sepuluh ribu kilometer."},
+]
+
+
+@pytest.fixture(scope="module")
+def dealer(module_dsn: str) -> Iterator[TestClient[Any]]:
+    """The same documents in a collection with typo tolerance and one with the default, none."""
+    with app_client(module_dsn) as client:
+        for name, weight in (("dealer", 0.7), ("strict", None)):
+            body: dict[str, Any] = {"name": name, "language": "indonesian"}
+            if weight is not None:
+                body["typo_weight"] = weight
+            response = client.post("/v1/collections", json=body)
+            assert response.status_code == 201, response.text
+            add(client, name, DEALER)
+        yield client
+
+
+def keyword(client: TestClient[Any], collection: str, text: str) -> dict[str, float]:
+    found = search(client, collection, query=text, mode="keyword")
+    return {r["document_id"]: r["retrievers"]["keyword"]["score"] for r in found["results"]}
+
+
+def corrections(client: TestClient[Any], collection: str, text: str) -> list[dict[str, Any]]:
+    found = search(client, collection, query=text, mode="keyword", explain=True)
+    result: list[dict[str, Any]] = found["explain"]["corrections"]
+    return result
+
+
+def test_a_misspelled_word_finds_the_chunk_below_the_word_itself(
+    dealer: TestClient[Any],
+) -> None:
+    exact = keyword(dealer, "dealer", "garansi")
+    fuzzy = keyword(dealer, "dealer", "garnsi")
+    assert set(fuzzy) == set(exact) == {"garansi"}
+    assert 0 < fuzzy["garansi"] < exact["garansi"]
+
+
+def test_the_highlight_marks_the_corrected_word(dealer: TestClient[Any]) -> None:
+    found = search(dealer, "dealer", query="garnsi", mode="keyword")
+    assert "<mark>Garansi</mark>" in found["results"][0]["highlight"]
+
+
+def test_explain_lists_each_correction(dealer: TestClient[Any]) -> None:
+    listed = corrections(dealer, "dealer", "garnsi cicilan")
+    assert [(c["word"], c["lexeme"], c["language"]) for c in listed] == [
+        ("garnsi", "garansi", "indonesian")
+    ]
+    assert listed[0]["weight"] == 0.7
+
+
+def test_a_known_word_is_never_corrected(dealer: TestClient[Any]) -> None:
+    assert corrections(dealer, "dealer", "cicilan servis mesin") == []
+    assert keyword(dealer, "dealer", "servis") == keyword(dealer, "strict", "servis")
+
+
+@pytest.mark.parametrize("text", ["XJ9001", "2025", "XJ-9000"])
+def test_exact_tokens_and_numbers_are_never_corrected(dealer: TestClient[Any], text: str) -> None:
+    assert corrections(dealer, "dealer", text) == []
+    assert keyword(dealer, "dealer", text) == keyword(dealer, "strict", text)
+
+
+def test_a_collection_without_tolerance_is_unchanged(dealer: TestClient[Any]) -> None:
+    assert dealer.get("/v1/collections/strict").json()["typo_weight"] == 0
+    assert keyword(dealer, "strict", "garnsi") == {}
+    assert corrections(dealer, "strict", "garnsi") == []
+    assert keyword(dealer, "strict", "garnsi cicilan") == keyword(dealer, "strict", "cicilan")
+
+
+def test_the_setting_is_changed_and_bounded(dealer: TestClient[Any]) -> None:
+    assert dealer.get("/v1/collections/dealer").json()["typo_weight"] == 0.7
+    response = dealer.patch("/v1/collections/strict", json={"typo_weight": 1})
+    assert response.status_code == 422, response.text
+    response = dealer.patch("/v1/collections/strict", json={"typo_weight": 0.5})
+    assert response.status_code == 200, response.text
+    assert set(keyword(dealer, "strict", "garnsi")) == {"garansi"}
+    assert dealer.patch("/v1/collections/strict", json={"typo_weight": 0}).status_code == 200
