@@ -146,9 +146,10 @@ class Ingestor:
                 if budget_s is not None and vectors and time.monotonic() - started >= budget_s:
                     break
                 begun = time.monotonic()
-                vectors.extend(await embedder.embed_documents(texts[len(vectors) :][:size]))
+                part = await embedder.embed_documents(texts[len(vectors) : len(vectors) + size])
+                vectors.extend(part)
                 if budget_s is not None:
-                    rate = size / max(time.monotonic() - begun, 1e-3)
+                    rate = len(part) / max(time.monotonic() - begun, 1e-3)
                     size = min(max(int(rate * SLICE_S), FIRST_SLICE), MAX_SLICE)
         except EmbedderUnavailable as exc:
             metrics.EMBEDDER_FAILURES.labels("document", "unavailable").inc()
