@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import anyio
 import numpy as np
 import psycopg
 from psycopg import sql
@@ -27,6 +28,9 @@ CHUNK_COLUMN_TYPES = ["int8", "int8", "int4", "text", "text", "jsonb", "oid", "i
 # Chunks per COPY statement: ~2 s of trigger and index work on an idle 2-core machine, far
 # below the default statement timeout even when the machine is busy.
 COPY_ROWS = 500
+# Tries at folding the statistics deltas while another compaction of the collection runs.
+COMPACT_ATTEMPTS = 5
+COMPACT_RETRY_S = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,8 +230,17 @@ async def compact_statistics(conn: Conn, collection: CollectionRef) -> None:
     Writers only append deltas (no hot rows); folding them keeps the reads short. Inside an
     outer transaction the deltas are not committed yet, so that transaction's owner does it.
     """
-    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-        await conn.execute(query("bm25_compact"), {"collection_id": collection.id})
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return
+    # A compaction that is running may have started before this write committed and so leave
+    # its deltas behind: wait for it briefly and fold them, rather than leave them pending until
+    # the next write (reads stay exact either way; a rebuild holds the lock longer: give up).
+    for _ in range(COMPACT_ATTEMPTS):
+        cur = await conn.execute(query("bm25_compact"), {"collection_id": collection.id})
+        row = await cur.fetchone()
+        if row is None or row[0]:
+            return
+        await anyio.sleep(COMPACT_RETRY_S)
 
 
 async def _language_oids(conn: Conn, names: set[str | None]) -> dict[str | None, int]:
