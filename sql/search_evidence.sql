@@ -11,7 +11,10 @@
 -- (`query_expanded`, migration 0009) weighs what its matched term weighs, and a chunk covers
 -- the share of it that the chunk's best alternative covers: "cicilan" covers "angsuran". A
 -- chunk whose vector is another width than the query's (its collection was just moved to
--- another embedder) has no cosine, rather than an error.
+-- another embedder) has no cosine, rather than an error. Each lexeme is looked up in a chunk's
+-- tsvector as a one-lexeme tsquery (`probe`, quoted as chunks_for_results quotes them), a binary
+-- search in the sorted tsvector: `lexeme = ANY (tsvector_to_array(tsv))` built the array once per
+-- chunk and lexeme: two fifths of the statement's time at 20 chunks and 15 lexemes.
 WITH sizes AS (
     SELECT language, sum(chunks) AS chunks FROM (
         SELECT language, chunks FROM bm25_sizes WHERE collection_id = %(collection_id)s
@@ -28,7 +31,9 @@ WITH sizes AS (
 ), terms AS MATERIALIZED (  -- once per query, not once per chunk
     SELECT l.language, w.lexeme, w.grp, w.alt,
            ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) * bm25_query_weight(w.qtf, k.bm25_k3)
-               * w.factor AS weight
+               * w.factor AS weight,
+           ('''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery
+               AS probe
     FROM languages AS l
     CROSS JOIN total AS t
     CROSS JOIN collections AS k
@@ -56,7 +61,7 @@ SELECT c.id,
                    SELECT coalesce(t.grp::text, t.lexeme) AS unit, coalesce(t.alt, 0) AS alt,
                           sum(t.weight) AS total,
                           coalesce(sum(t.weight) FILTER (
-                              WHERE t.lexeme = ANY (tsvector_to_array(c.tsv))), 0) AS held
+                              WHERE c.tsv @@ t.probe), 0) AS held
                    FROM terms AS t
                    WHERE t.language = c.language
                    GROUP BY 1, 2
