@@ -34,6 +34,7 @@ from cari.answer.service import Answerer
 from cari.embed import Embedder, Embedders, LocalEmbedder, OpenAIEmbedder, check_settings
 from cari.ingest.pipeline import Ingestor
 from cari.replicas import Reads
+from cari.search.collection_rows import CollectionRows
 from cari.search.engine import Searcher
 from cari.search.rerank import Reranker
 from cari.settings import Settings
@@ -109,7 +110,13 @@ async def open_runtime(
         if reads.replicas:
             await reads.check()  # the replicas that are up serve from the first request
             await stack.enter_async_context(_in_background(reads.watch()))
-        searcher = Searcher(reads, embedders, settings, reranker=reranker)
+        searcher = Searcher(
+            reads,
+            embedders,
+            settings,
+            collections=CollectionRows(pool, location),
+            reranker=reranker,
+        )
         stack.enter_context(metrics.watch(pool, searcher.vectors, reads))
         yield Runtime(
             settings=settings,

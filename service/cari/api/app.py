@@ -55,6 +55,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             app.state.answerer = rt.answerer
             app.state.mcp = mcp_sessions
             async with anyio.create_task_group() as tasks:
+                tasks.start_soon(rt.searcher.collections.listen)
                 if settings.reembed_interval_s > 0:
                     tasks.start_soon(backfill_embeddings, rt.pool, rt.embedders, settings)
                 if settings.database_url is None:  # the embedded server: ours to keep up

@@ -51,6 +51,7 @@ from cari.queries import query
 from cari.replicas import Node, Reads
 from cari.search import bm25, highlights, relevance, structured
 from cari.search import intent as intents
+from cari.search.collection_rows import CollectionRows
 from cari.search.decompose import CollectionVocabulary, Decomposition, decompose, propose
 from cari.search.filters import compile_filters
 from cari.search.fusion import Candidate, Fused, fuse
@@ -187,12 +188,14 @@ class Searcher:
         embedders: Embedders,
         settings: Settings,
         *,
+        collections: CollectionRows,
         reranker: Reranker | None = None,
     ) -> None:
         self.reads = reads  # the servers searches run on: a replica, or the primary
         self.settings = settings
         self.reranker = reranker  # not owned: the runtime closes it
         self.embedders = embedders
+        self.collections = collections  # kept while a serving process listens (the app)
         self._models: dict[str | None, _Model] = {}
         default = self._model(None)
         self.vectors = default.vectors  # the default embedder's, which metrics report
@@ -455,9 +458,7 @@ class Searcher:
         )
 
     async def _collection(self, pool: AsyncConnectionPool, name: str) -> _Collection:
-        async with pool.connection() as conn:
-            cur = await conn.execute(query("collection_for_search"), {"name": name})
-            row = await cur.fetchone()
+        row = await self.collections.get(pool, name)
         if row is None:
             raise NotFound(f"collection '{name}' does not exist")
         return _Collection(*row)
