@@ -23,23 +23,25 @@ For each chunk count:
   until `--duration` seconds have passed or the cell has sent `--max-requests`; a request in
   flight at the deadline is completed and counted. Latency is client-measured, from sending a
   request to having read its whole answer.
-- **searches**: `POST /v1/collections/bench/search` with `{"query", "mode", "top_k": 10,
-  "explain": true}`, the questions of `bench.search.load_queries(--queries)` taken in turn by
-  all clients. `explain` is asked for its `query_vector_cached`, counted per cell as
-  `cache_hits`, and its `timings_ms.total`, the searcher's own time (from the request parsed
-  to the results fetched: no HTTP, no serialisation), whose median per cell is `server_p50_ms`;
-  it adds a small object to each answer.
+- **searches**: `POST /v1/collections/bench/search` with `{"query", "mode", "top_k": 10}`, as
+  a client sends them (no `explain`, whose extra statements a client does not pay for), the
+  questions of `bench.search.load_queries(--queries)` taken in turn by all clients. The
+  server's `/metrics` is scraped before and after each search cell (outside its time): the
+  query vectors it took from its cache and those it computed (`vectors_cached`,
+  `vectors_computed`; a question that decomposes counts one per part) and the searcher's own
+  mean time (`server_mean_ms`: from the request parsed to the results fetched, no HTTP, no
+  serialisation).
 - **the query embedding**, per mode that embeds (vector, hybrid), in two phases:
   - *computed*: a server started with `CARI_QUERY_CACHE_SIZE=0`, so every request embeds its
     query with the local model (the LRU stores each vector and evicts it at once). Sending
     never-seen questions to a caching server would do the same only while they last (a cell at
     16 clients can send thousands of requests); a size-0 cache removes nothing but a dict
-    lookup. Its `cache_hits` must be 0.
+    lookup. Its `vectors_cached` must be 0.
   - *cached*: a second server with `CARI_QUERY_CACHE_SIZE` = 4x the number of questions (a
     question that decomposes embeds its sub-queries too, and an LRU one entry short misses on
     every turn of the questions), each question searched once in vector mode before the cells,
-    so every measured request finds its vector in the cache. Its `cache_hits` must equal its
-    requests.
+    so every measured request finds its vector in the cache. Its `vectors_computed` must be
+    0.
 
   Keyword mode embeds nothing: one phase (`none`), on the first server.
 
@@ -62,8 +64,8 @@ and this load generator share both cores, so more clients cannot add CPU; the ru
 core count and the load average before and after each chunk count, since other work on the
 machine moves every figure. The table is printed per chunk count and the JSON written to
 `--out` after each (per chunk count, mode, phase and concurrency: requests, errors, seconds,
-throughput_rps, scaling, p50_ms, p95_ms, p99_ms, and for searches cache_hits and
-server_p50_ms; the baselines likewise).
+throughput_rps, scaling, p50_ms, p95_ms, p99_ms, and for searches vectors_cached,
+vectors_computed and server_mean_ms; the baselines likewise).
 """
 
 from __future__ import annotations
@@ -132,17 +134,8 @@ class Server:
     process: subprocess.Popen[bytes]
 
 
-class _Timings(msgspec.Struct):
-    total: float
-
-
-class _Explain(msgspec.Struct):
-    query_vector_cached: bool
-    timings_ms: _Timings
-
-
-class _Explained(msgspec.Struct):
-    explain: _Explain
+SEARCHES_COUNT = "cari_search_duration_seconds_count{"
+SEARCHES_SUM = "cari_search_duration_seconds_sum{"
 
 
 def summarize(latencies_ms: Sequence[float], errors: int, seconds: float) -> dict[str, Any]:
@@ -244,15 +237,14 @@ async def drive(
     url: str, target: Target, concurrency: int, duration: float, max_requests: int
 ) -> dict[str, Any]:
     """One cell: `concurrency` clients on a connection each, for `duration` seconds or
-    `max_requests` requests, whichever comes first."""
+    `max_requests` requests, whichever comes first; for searches, what the server's /metrics
+    gained over the cell."""
     bodies = itertools.cycle(target.bodies or [b""])
     latencies: list[float] = []
-    server: list[float] = []
-    errors = hits = sent = 0
+    errors = sent = 0
 
-    async def send(http: httpx.AsyncClient) -> tuple[float, _Explain | None] | None:
-        """Milliseconds to the answer's last byte and a search's explain; None if the request
-        failed."""
+    async def send(http: httpx.AsyncClient) -> float | None:
+        """Milliseconds to the answer's last byte; None if the request failed."""
         body = next(bodies)
         started = time.perf_counter()
         try:
@@ -262,26 +254,19 @@ async def drive(
                 response = await http.get(target.path)
         except httpx.HTTPError:
             return None
-        ms = (time.perf_counter() - started) * 1000
         if response.status_code != 200:
             return None
-        if not body:
-            return ms, None
-        return ms, msgspec.json.decode(response.content, type=_Explained).explain
+        return (time.perf_counter() - started) * 1000
 
     async def client(http: httpx.AsyncClient, deadline: float) -> None:
-        nonlocal errors, hits, sent
+        nonlocal errors, sent
         while time.perf_counter() < deadline and sent < max_requests:
             sent += 1
-            answer = await send(http)
-            if answer is None:
+            ms = await send(http)
+            if ms is None:
                 errors += 1
             else:
-                ms, explain = answer
                 latencies.append(ms)
-                if explain is not None:
-                    hits += explain.query_vector_cached
-                    server.append(explain.timings_ms.total)
 
     async with contextlib.AsyncExitStack() as stack:
         https = [
@@ -295,12 +280,17 @@ async def drive(
             for _ in range(concurrency)
         ]
         await asyncio.gather(*(send(http) for http in https))
+        before = await scrape(url) if target.bodies else {}
         started = time.perf_counter()
         await asyncio.gather(*(client(http, started + duration) for http in https))
         cell = summarize(latencies, errors, time.perf_counter() - started)
     if target.bodies:
-        cell["cache_hits"] = hits
-        cell["server_p50_ms"] = round(float(np.median(server)), 3) if server else None
+        moved = gained(before, await scrape(url))
+        cell["vectors_cached"] = moved.get('cari_query_vectors_total{source="cache"}', 0)
+        cell["vectors_computed"] = moved.get('cari_query_vectors_total{source="embedder"}', 0)
+        searches = sum(v for k, v in moved.items() if k.startswith(SEARCHES_COUNT))
+        seconds = sum(v for k, v in moved.items() if k.startswith(SEARCHES_SUM))
+        cell["server_mean_ms"] = round(seconds / searches * 1000, 3) if searches else None
     return {"concurrency": concurrency, **cell}
 
 
@@ -318,10 +308,7 @@ async def sweep(
 def search_target(queries: Sequence[str], mode: str) -> Target:
     return Target(
         SEARCH,
-        [
-            msgspec.json.encode({"query": q, "mode": mode, "top_k": TOP_K, "explain": True})
-            for q in queries
-        ],
+        [msgspec.json.encode({"query": q, "mode": mode, "top_k": TOP_K}) for q in queries],
     )
 
 
@@ -376,7 +363,7 @@ def format_table(measured: Mapping[str, Any]) -> list[str]:
     lines = [
         f"{'what':<26} {'phase':<8} {'clients':>7} {'requests':>9} {'errors':>6} {'req/s':>8} "
         f"{f'vs c={lowest}':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'cached':>8} "
-        f"{'server p50':>10}"
+        f"{'computed':>8} {'server mean':>11}"
     ]
     for what, phase, cells in rows:
         for cell in cells:
@@ -384,8 +371,8 @@ def format_table(measured: Mapping[str, Any]) -> list[str]:
             lines.append(
                 f"{what:<26} {phase:<8} {cell['concurrency']:>7} {cell['requests']:>9,} "
                 f"{cell['errors']:>6} {cell['throughput_rps']:>8.1f} "
-                f"{_figure(cell['scaling'], 7)} {ms} {cell.get('cache_hits', '-'):>8} "
-                f"{_figure(cell.get('server_p50_ms'), 10)}"
+                f"{_figure(cell['scaling'], 7)} {ms} {cell.get('vectors_cached', '-'):>8} "
+                f"{cell.get('vectors_computed', '-'):>8} {_figure(cell.get('server_mean_ms'), 11)}"
             )
     return lines
 
@@ -507,10 +494,11 @@ async def run(args: argparse.Namespace) -> None:
             f"{' '.join(f'{x:.2f}' for x in before)}, after {' '.join(f'{x:.2f}' for x in after)}"
         )
         print(
-            f"POST search: top_k {TOP_K}, explain on, {len(queries)} questions in turn; "
+            f"POST search: top_k {TOP_K}, {len(queries)} questions in turn; "
             f"{args.duration:g} s per cell; latency client-measured over successful requests; "
-            f"'cached' = answers whose query vector came from the server's cache; 'server "
-            "p50' = the searcher's own time (explain), without HTTP and serialisation; "
+            "'cached' / 'computed' = query vectors the server took from its cache / computed "
+            "(its /metrics); 'server mean' = the searcher's own mean time, without HTTP and "
+            "serialisation; "
             f"GET /healthz = HTTP floor, GET collection = floor + one pooled query; "
             f"measured in {took:.0f} s"
         )

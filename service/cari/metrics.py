@@ -40,6 +40,12 @@ STAGE_SECONDS = Histogram(
     ["mode", "stage"],
     buckets=_STAGE_BUCKETS,
 )
+QUERY_VECTORS = Counter(
+    "cari_query_vectors",
+    "Query vectors searches asked for, by where they came from: cache (the LRU, "
+    "CARI_QUERY_CACHE_SIZE) or embedder (computed, or shared with an identical one in flight).",
+    ["source"],
+)
 DEGRADED = Counter(
     "cari_search_degraded_total",
     "Searches answered without one of their parts (the vector search, when the embedder fails).",

@@ -56,7 +56,9 @@ class QueryVectors:
         """The vector, and whether it came from the cache."""
         if (vector := self._cache.get(text)) is not None:
             self._cache.move_to_end(text)
+            metrics.QUERY_VECTORS.labels("cache").inc()
             return vector, True
+        metrics.QUERY_VECTORS.labels("embedder").inc()
         task = self._pending.get(text)
         if task is None:
             probe = self._admit()
