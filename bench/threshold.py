@@ -1,6 +1,6 @@
 """The relevance threshold: on-topic questions keep their results, off-topic ones come back empty.
 
-    python -m bench.threshold [--dataset DIR ...] [--out bench/results/threshold.json]
+    python -m bench.threshold [--dataset DIR ...] [--reuse] [--out bench/results/threshold.json]
 
 Every dataset of ../shared/eval/datasets goes into its own collection of one database (through
 the real ingest path, embeddings from the on-disk cache of `bench.quality`). Then every judged
@@ -21,6 +21,14 @@ off-topic empty rate, on-topic empty rate, the drop of Recall@10. The scale is c
 tuning sets (TyDi dev, Cranfield, CISI as queries): the most off-topic questions empty while
 Recall@10 drops by at most 0.01; it is reported on all. A replay matches the engine exactly: it
 applies `cari.search.relevance.keep` to the weighed head in fused order, as the engine does.
+
+Then the scale fitted to each collection (`cari.search.fit`) against that global one, in the
+same run: each collection is probed as the server fits it (its pseudo-questions and the bundled
+everyday questions, each one's best cosine there), every placement of `PLACEMENTS` is replayed
+on the tuning sets, the one meeting the targets there (Recall@10 dropping by at most 0.01, at
+most 2 % of each set's questions empty) with the most off-topic empties is chosen, and every
+set is reported on the global scale and on the fitted ones. `--reuse` with evidence kept before
+the fit existed ingests the sets again to probe them, without searching.
 """
 
 from __future__ import annotations

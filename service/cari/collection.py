@@ -130,10 +130,10 @@ class Collection(msgspec.Struct, kw_only=True):
     embedder: str | None
     dimensions: int
     next_embedder: str | None
-    relevance_scale: RelevanceScale | None  # set for the collection: wins over the fit
-    relevance_fit: dict[str, Any] | None  # cari.search.fit: its scale, chunks, embedder, when
     created_at: datetime
     updated_at: datetime
+    relevance_scale: RelevanceScale | None = None  # set for the collection: wins over the fit
+    relevance_fit: dict[str, Any] | None = None  # cari.search.fit: scale, chunks, embedder, when
 
 
 class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
