@@ -9,6 +9,7 @@ import asyncio
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -176,21 +177,36 @@ def test_a_scale_set_for_the_collection_wins_over_the_fit(dsn: str) -> None:
         assert collection(client, "car")["relevance_scale"] is None  # nothing changed
 
 
-def test_cari_refit_fits_on_demand(dsn: str, clean_env: dict[str, str]) -> None:
-    with app_client(dsn) as client:
-        client.post("/v1/collections", json={"name": "car", "language": "english"})
-        client.post("/v1/collections/car/documents", json={"documents": documents(CAR, "car")})
-        assert collection(client, "car")["relevance_fit"] is None  # no background upkeep here
+def cari(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "cari.cli", "refit", "-c", "car"],
-        env={**clean_env, "DATABASE_URL": dsn},
+        [sys.executable, "-m", "cari.cli", *args],
+        env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("car: cosine floor ")
+    return done
+
+
+def test_cari_ingest_fits_at_the_end_and_cari_refit_on_demand(
+    dsn: str, clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    for i, text in enumerate(CAR):
+        (tmp_path / f"note-{i}.txt").write_text(text)
+    env = {**clean_env, "DATABASE_URL": dsn}
+    loaded = cari(env, "ingest", str(tmp_path), "-c", "car", "--create", "--language", "english")
+    assert "fitted the relevance scale of 'car'" in loaded.stderr
     with app_client(dsn) as client:
-        stored = collection(client, "car")["relevance_fit"]
-        assert stored is not None and stored["chunks"] == len(CAR)
+        first = collection(client, "car")["relevance_fit"]
+        assert first is not None and first["chunks"] == len(CAR)
         assert explained(client, "car", OWN)["explain"]["relevance_scale"]["source"] == "fit"
+    # Nothing changed much: a second load of the same files fits nothing.
+    again = cari(env, "ingest", str(tmp_path), "-c", "car")
+    assert "fitted" not in again.stderr
+    refitted = cari(env, "refit", "-c", "car")
+    assert refitted.stdout.startswith("car: cosine floor ")
+    with app_client(dsn) as client:
+        second = collection(client, "car")["relevance_fit"]
+        assert second["fitted_at"] >= first["fitted_at"]
+        assert second["probes"]["off_topic"]["count"] == len(fit.off_topic_questions())
