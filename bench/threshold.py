@@ -1,6 +1,6 @@
 """The relevance threshold: on-topic questions keep their results, off-topic ones come back empty.
 
-    python -m bench.threshold [--dataset DIR ...] [--out bench/results/threshold.json]
+    python -m bench.threshold [--dataset DIR ...] [--reuse] [--out bench/results/threshold.json]
 
 Every dataset of ../shared/eval/datasets goes into its own collection of one database (through
 the real ingest path, embeddings from the on-disk cache of `bench.quality`). Then every judged
@@ -21,6 +21,14 @@ off-topic empty rate, on-topic empty rate, the drop of Recall@10. The scale is c
 tuning sets (TyDi dev, Cranfield, CISI as queries): the most off-topic questions empty while
 Recall@10 drops by at most 0.01; it is reported on all. A replay matches the engine exactly: it
 applies `cari.search.relevance.keep` to the weighed head in fused order, as the engine does.
+
+Then the scale fitted to each collection (`cari.search.fit`) against that global one, in the
+same run: each collection is probed as the server fits it (its pseudo-questions and the bundled
+everyday questions, each one's best cosine there), every placement of `PLACEMENTS` is replayed
+on the tuning sets, the one meeting the targets there (Recall@10 dropping by at most 0.01, at
+most 2 % of each set's questions empty) with the most off-topic empties is chosen, and every
+set is reported on the global scale and on the fitted ones. `--reuse` with evidence kept before
+the fit existed ingests the sets again to probe them, without searching.
 """
 
 from __future__ import annotations
@@ -29,10 +37,12 @@ import argparse
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from bench.database import fresh_runtime
 from bench.embedding_cache import CACHE_DIR, CachingEmbedder
@@ -46,6 +56,7 @@ from bench.quality import (
     load_queries,
 )
 from cari import collection
+from cari.search import fit
 from cari.search.engine import Searcher, SearchRequest
 from cari.search.relevance import Evidence, Scale, keep
 from cari.settings import load_settings
@@ -78,10 +89,13 @@ def off_topic(query_folder: str, collection_name: str) -> bool:
     return query_folder != collection_name and not {query_folder, collection_name} <= SAME_SUBJECT
 
 
-async def gather(folders: Sequence[Path]) -> dict[str, Any]:
+async def gather(folders: Sequence[Path], *, search: bool = True) -> dict[str, Any]:
+    """Ingest every set, probe each collection as `cari.search.fit` does, and (`search`) run
+    every judged question on-topic and off-topic."""
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
     runs: Runs = {}
     chunks: dict[str, int] = {}
+    probes: dict[str, dict[str, list[float]]] = {}
     async with fresh_runtime(DATABASE, settings, wrap_embedder=CachingEmbedder) as rt:
         pool, ingestor, searcher = rt.pool, rt.ingestor, rt.searcher
         for folder in folders:
@@ -107,7 +121,19 @@ async def gather(folders: Sequence[Path]) -> dict[str, Any]:
                 "SELECT c.id, d.external_id FROM chunks c JOIN documents d ON d.id = c.document_id"
             )
             documents = {int(chunk): str(doc) for chunk, doc in await cur.fetchall()}
-        for label, folder, split in query_sets(folders):
+            for folder in folders:
+                began = time.perf_counter()
+                found = await fit.probe(
+                    conn, await collection_id(conn, folder.name), rt.embedder, settings
+                )
+                assert found is not None
+                probes[folder.name] = asdict(found)
+                print(
+                    f"probed {folder.name}: {len(found.on_topic)} own, {len(found.off_topic)} "
+                    f"other-subject questions in {time.perf_counter() - began:.1f} s",
+                    flush=True,
+                )
+        for label, folder, split in query_sets(folders) if search else []:
             queries = load_queries(folder)
             judged = [qid for qid in queries if qid in load_qrels(folder, split)]
             runs[label] = {}
@@ -124,7 +150,13 @@ async def gather(folders: Sequence[Path]) -> dict[str, Any]:
                     f"{time.perf_counter() - began:.0f} s",
                     flush=True,
                 )
-    return {"chunks": chunks, "runs": runs}
+    return {"chunks": chunks, "runs": runs, "probes": probes}
+
+
+async def collection_id(conn: Any, name: str) -> int:
+    cur = await conn.execute("SELECT id FROM collections WHERE name = %s", (name,))
+    row = await cur.fetchone()
+    return int(row[0])
 
 
 async def weighed(
@@ -175,44 +207,67 @@ def replay(
 def outcome(
     data: dict[str, Any],
     labels: Iterable[str],
-    scale: Scale,
+    scale: Scale | Mapping[str, Scale],
     threshold: float,
     rule: Rule = keep,
 ) -> Outcome:
+    """The figures of these query sets, each collection weighed on `scale` (or its own)."""
     off_empty = off_total = on_empty = on_total = 0
     drops: list[tuple[float, float]] = []
     for label in labels:
-        folder, split = label.split("/")
-        qrels = load_qrels(DATASETS / folder, split)
         for target, per_query in data["runs"][label].items():
-            if target != folder:
+            here = scale if isinstance(scale, Scale) else scale[target]
+            empty, pair_drops = pair(label, target, per_query, here, threshold, rule)
+            if target != label.split("/")[0]:
                 off_total += len(per_query)
-                off_empty += sum(
-                    1 for hits in per_query.values() if not replay(hits, scale, threshold, rule)
-                )
-                continue
-            base = {
-                q: document_ranking([h[0] for h in hits][:TOP_K]) for q, hits in per_query.items()
-            }
-            cut = {q: replay(hits, scale, threshold, rule) for q, hits in per_query.items()}
-            on_total += len(cut)
-            on_empty += sum(1 for docs in cut.values() if not docs)
-            judged = {q: qrels[q] for q in per_query}
-            before = evaluate(judged, base, TOP_K)
-            after = evaluate(judged, cut, TOP_K)
-            for q in per_query:
-                drops.append(
-                    (
-                        before[q][f"Recall@{TOP_K}"] - after[q][f"Recall@{TOP_K}"],
-                        before[q]["nDCG@10"] - after[q]["nDCG@10"],
-                    )
-                )
+                off_empty += empty
+            else:
+                on_total += len(per_query)
+                on_empty += empty
+                drops += pair_drops
     return Outcome(
         off_empty / off_total if off_total else 1.0,
         on_empty / on_total if on_total else 0.0,
         sum(d[0] for d in drops) / len(drops) if drops else 0.0,
         sum(d[1] for d in drops) / len(drops) if drops else 0.0,
     )
+
+
+_pairs: dict[tuple[Any, ...], tuple[int, list[tuple[float, float]]]] = {}
+
+
+def pair(
+    label: str,
+    target: str,
+    per_query: dict[str, list[tuple[str, float | None, float]]],
+    scale: Scale,
+    threshold: float,
+    rule: Rule,
+) -> tuple[int, list[tuple[float, float]]]:
+    """One query set against one collection: how many come back empty and, on-topic, each
+    question's drop of Recall@10 and nDCG@10 (kept: grids replay the same pair often)."""
+    key = (label, target, id(per_query), scale, threshold, rule)
+    if (known := _pairs.get(key)) is not None:
+        return known
+    folder, split = label.split("/")
+    cut = {q: replay(hits, scale, threshold, rule) for q, hits in per_query.items()}
+    empty = sum(1 for docs in cut.values() if not docs)
+    drops: list[tuple[float, float]] = []
+    if target == folder:
+        qrels = load_qrels(DATASETS / folder, split)
+        base = {q: document_ranking([h[0] for h in hits][:TOP_K]) for q, hits in per_query.items()}
+        judged = {q: qrels[q] for q in per_query}
+        before = evaluate(judged, base, TOP_K)
+        after = evaluate(judged, cut, TOP_K)
+        drops = [
+            (
+                before[q][f"Recall@{TOP_K}"] - after[q][f"Recall@{TOP_K}"],
+                before[q]["nDCG@10"] - after[q]["nDCG@10"],
+            )
+            for q in per_query
+        ]
+    _pairs[key] = (empty, drops)
+    return empty, drops
 
 
 def choose(data: dict[str, Any]) -> tuple[Scale, list[dict[str, Any]]]:
@@ -323,6 +378,89 @@ def report(data: dict[str, Any], scale: Scale, grid: list[dict[str, Any]]) -> st
     return "\n".join(lines)
 
 
+PLACEMENTS = [
+    fit.Placement(off_quantile, margin, on_quantile, max_shift)
+    for off_quantile in (0.8, 0.9, 0.95, 1.0)
+    for margin in [round(-0.02 + 0.01 * i, 2) for i in range(9)]
+    for on_quantile in (None, 0.05, 0.1, 0.25)
+    for max_shift in (0.03, 0.05, 0.08)
+]
+
+
+def fitted(data: dict[str, Any], base: Scale, placement: fit.Placement) -> dict[str, Scale]:
+    """Each collection's scale as `cari.search.fit` places it from its probes."""
+    return {
+        name: fit.place(fit.Probes(**found), base, placement)
+        for name, found in data["probes"].items()
+    }
+
+
+def choose_placement(data: dict[str, Any], base: Scale) -> tuple[fit.Placement, int]:
+    """The placement meeting the targets on the tuning sets (Recall@10 dropping by at most 0.01
+    over them, at most 2 % of each set's on-topic questions empty) with the most off-topic
+    empties (ties: the smaller recall drop); and how many placements met them."""
+    tuning = [label for label in TUNING if label in data["runs"]]
+    scored = []
+    for placement in PLACEMENTS:
+        scales = fitted(data, base, placement)
+        overall = outcome(data, tuning, scales, THRESHOLD)
+        worst = max(outcome(data, [label], scales, THRESHOLD).on_topic_empty for label in tuning)
+        scored.append((placement, overall, worst))
+    meeting = [s for s in scored if s[1].recall_drop <= 0.01 and s[2] <= 0.02]
+    best = max(meeting or scored, key=lambda s: (s[1].off_topic_empty, -s[1].recall_drop, -s[2]))
+    return best[0], len(meeting)
+
+
+def compare(data: dict[str, Any], base: Scale) -> tuple[str, dict[str, Any]]:
+    """The fitted scales against the global one, per query set and over the groups."""
+    placement, meeting = choose_placement(data, base)
+    scales = fitted(data, base, placement)
+    lines = [
+        f"fitted scales: placement chosen on {', '.join(TUNING)} ({meeting} of "
+        f"{len(PLACEMENTS)} meet the targets there): {placement}",
+        f"global scale: cosine floor {base.cosine_floor}, ceiling {base.cosine_ceiling}; "
+        f"threshold {THRESHOLD}",
+        "",
+        f"{'collection':<18} {'chunks':>7} {'floor':>7} {'ceiling':>8} "
+        f"{'own median':>10} {'other median':>12}",
+    ]
+    for name, scale in scales.items():
+        found = data["probes"][name]
+        lines.append(
+            f"{name:<18} {data['chunks'][name]:>7} {scale.cosine_floor:>7.4f} "
+            f"{scale.cosine_ceiling:>8.4f} {np.median(found['on_topic']):>10.4f} "
+            f"{np.median(found['off_topic']):>12.4f}"
+        )
+    lines += [
+        "",
+        f"{'queries':<22} {'on empty':>17} {'ΔR@10':>17} {'ΔnDCG@10':>17} {'off empty':>17}",
+        f"{'':<22} {'global / fitted':>17} {'global / fitted':>17} {'global / fitted':>17} "
+        f"{'global / fitted':>17}",
+    ]
+    rows: dict[str, Any] = {}
+    tuning = [label for label in TUNING if label in data["runs"]]
+    groups = {label: [label] for label in data["runs"]}
+    groups["tuning sets"] = tuning
+    groups["reporting sets"] = [label for label in data["runs"] if label not in tuning]
+    groups["all sets"] = list(data["runs"])
+    for name, labels in groups.items():
+        before = outcome(data, labels, base, THRESHOLD)
+        after = outcome(data, labels, scales, THRESHOLD)
+        rows[name] = {"global": asdict(before), "fitted": asdict(after)}
+        lines.append(
+            f"{name:<22} {before.on_topic_empty:>8.1%} {after.on_topic_empty:>8.1%} "
+            f"{-before.recall_drop:>8.4f} {-after.recall_drop:>8.4f} "
+            f"{-before.ndcg_drop:>8.4f} {-after.ndcg_drop:>8.4f} "
+            f"{before.off_topic_empty:>8.1%} {after.off_topic_empty:>8.1%}"
+        )
+    figures = {
+        "placement": asdict(placement),
+        "scales": {n: [s.cosine_floor, s.cosine_ceiling] for n, s in scales.items()},
+        "sets": rows,
+    }
+    return "\n".join(lines), figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -333,15 +471,21 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, help="write the figures to this JSON file")
     args = parser.parse_args()
+    folders = args.dataset or sorted(d for d in DATASETS.iterdir() if (d / "qrels").is_dir())
     if args.reuse:
         data = json.loads(EVIDENCE.read_text())
+        if "probes" not in data:  # evidence kept before the fit existed: probe, not search
+            data["probes"] = asyncio.run(gather(folders, search=False))["probes"]
+            EVIDENCE.write_text(json.dumps(data))
     else:
-        folders = args.dataset or sorted(d for d in DATASETS.iterdir() if (d / "qrels").is_dir())
         data = asyncio.run(gather(folders))
         EVIDENCE.parent.mkdir(parents=True, exist_ok=True)
         EVIDENCE.write_text(json.dumps(data))
     scale, grid = choose(data)
     print(report(data, scale, grid))
+    base = Scale(*load_settings().cosine_scale(None))
+    comparison, figures = compare(data, base)
+    print("\n" + comparison)
     if args.out is not None:
         args.out.write_text(
             json.dumps(
@@ -350,6 +494,7 @@ def main() -> None:
                     "scale": {"floor": scale.cosine_floor, "ceiling": scale.cosine_ceiling},
                     "pairs": per_pair(data, scale, THRESHOLD),
                     "grid": grid,
+                    "fitted": figures,
                 },
                 indent=1,
             )

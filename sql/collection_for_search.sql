@@ -1,5 +1,12 @@
--- What a search needs to know about its collection (embedder NULL: the default one).
+-- What a search needs to know about its collection (embedder NULL: the default one). Its
+-- relevance scale: the one set for it, and the one fitted to it (cari.search.fit) if fitted
+-- for the embedder it names now.
 SELECT id, search_mode, fusion, vector_weight, keyword_weight, rrf_k, top_k, threshold,
-       pricing_keywords, financing_keywords, embedder
+       pricing_keywords, financing_keywords, embedder,
+       relevance_cosine_floor, relevance_cosine_ceiling,
+       CASE WHEN relevance_fit ->> 'embedder' IS NOT DISTINCT FROM embedder
+            THEN (relevance_fit ->> 'cosine_floor')::float8 END AS fit_floor,
+       CASE WHEN relevance_fit ->> 'embedder' IS NOT DISTINCT FROM embedder
+            THEN (relevance_fit ->> 'cosine_ceiling')::float8 END AS fit_ceiling
 FROM collections
 WHERE name = %(name)s;

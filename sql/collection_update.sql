@@ -1,5 +1,6 @@
 -- Change the given settings of a collection (NULL parameters keep the current value, but
--- no_information changes whenever no_information_set is true, to NULL too).
+-- no_information changes whenever no_information_set is true, to NULL too, and the relevance
+-- scale set for the collection whenever relevance_scale_set is).
 -- A new language re-indexes the text that used the old one: the tsvector columns are
 -- generated from `language`, so updating it recomputes them in this same statement (and their
 -- triggers re-index the BM25 postings). k1, b, k3, the typo weight and the title boost apply
@@ -25,6 +26,12 @@ WITH old AS (
         financing_keywords = coalesce(%(financing_keywords)s, c.financing_keywords),
         no_information     = CASE WHEN %(no_information_set)s THEN %(no_information)s
                                   ELSE c.no_information END,
+        relevance_cosine_floor   = CASE WHEN %(relevance_scale_set)s
+                                        THEN %(relevance_cosine_floor)s
+                                        ELSE c.relevance_cosine_floor END,
+        relevance_cosine_ceiling = CASE WHEN %(relevance_scale_set)s
+                                        THEN %(relevance_cosine_ceiling)s
+                                        ELSE c.relevance_cosine_ceiling END,
         updated_at     = now()
     FROM old
     WHERE c.id = old.id
@@ -43,5 +50,6 @@ WITH old AS (
 SELECT name, language::text AS language, search_mode, fusion, vector_weight, keyword_weight,
        rrf_k, threshold, top_k, bm25_k1, bm25_b, bm25_k3, typo_weight, title_boost, pricing_keywords,
        financing_keywords, no_information, embedder, dimensions, next_embedder,
+       relevance_cosine_floor, relevance_cosine_ceiling, relevance_fit,
        created_at, updated_at
 FROM updated;

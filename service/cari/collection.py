@@ -93,6 +93,22 @@ TitleBoost = Annotated[
 ]
 
 
+class RelevanceScale(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The query-chunk cosines that count as relevance 0 and 1 (cari.search.relevance)."""
+
+    cosine_floor: Annotated[float, msgspec.Meta(ge=-1, lt=1)]
+    cosine_ceiling: Annotated[float, msgspec.Meta(gt=-1, le=1)]
+
+
+RelevanceScaleSetting = Annotated[
+    RelevanceScale,
+    msgspec.Meta(
+        description="The relevance scale of this collection, winning over its fitted scale "
+        "(`relevance_fit`) and the server's CARI_RELEVANCE_COSINE_*; null: the fit's."
+    ),
+]
+
+
 class Collection(msgspec.Struct, kw_only=True):
     name: str
     language: str
@@ -116,6 +132,8 @@ class Collection(msgspec.Struct, kw_only=True):
     next_embedder: str | None
     created_at: datetime
     updated_at: datetime
+    relevance_scale: RelevanceScale | None = None  # set for the collection: wins over the fit
+    relevance_fit: dict[str, Any] | None = None  # cari.search.fit: scale, chunks, embedder, when
 
 
 class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -162,9 +180,21 @@ class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     pricing_keywords: Keywords | msgspec.UnsetType = msgspec.UNSET
     financing_keywords: Keywords | msgspec.UnsetType = msgspec.UNSET
     no_information: NoInformation | msgspec.UnsetType | None = msgspec.UNSET  # null: the default
+    relevance_scale: RelevanceScaleSetting | msgspec.UnsetType | None = msgspec.UNSET  # null: fit
 
 
 Conn = psycopg.AsyncConnection[Any]
+
+
+def _row(
+    *, relevance_cosine_floor: float | None, relevance_cosine_ceiling: float | None, **row: Any
+) -> Collection:
+    scale = None
+    if relevance_cosine_floor is not None and relevance_cosine_ceiling is not None:
+        scale = RelevanceScale(
+            cosine_floor=relevance_cosine_floor, cosine_ceiling=relevance_cosine_ceiling
+        )
+    return Collection(relevance_scale=scale, **row)
 
 
 async def create(conn: Conn, spec: CollectionCreate, settings: Settings) -> Collection:
@@ -175,7 +205,7 @@ async def create(conn: Conn, spec: CollectionCreate, settings: Settings) -> Coll
         raise InvalidInput("embedder", exc.message) from None
     params = {**msgspec.structs.asdict(spec), "dimensions": dimensions}
     try:
-        async with conn.transaction(), conn.cursor(row_factory=kwargs_row(Collection)) as cur:
+        async with conn.transaction(), conn.cursor(row_factory=kwargs_row(_row)) as cur:
             await cur.execute(query("collection_create"), params)
             row = await cur.fetchone()
     except pg_errors.UniqueViolation:
@@ -189,13 +219,13 @@ async def create(conn: Conn, spec: CollectionCreate, settings: Settings) -> Coll
 
 
 async def list_all(conn: Conn) -> list[Collection]:
-    async with conn.cursor(row_factory=kwargs_row(Collection)) as cur:
+    async with conn.cursor(row_factory=kwargs_row(_row)) as cur:
         await cur.execute(query("collection_list"))
         return await cur.fetchall()
 
 
 async def get(conn: Conn, name: str) -> Collection:
-    async with conn.cursor(row_factory=kwargs_row(Collection)) as cur:
+    async with conn.cursor(row_factory=kwargs_row(_row)) as cur:
         await cur.execute(query("collection_get"), {"name": name})
         row = await cur.fetchone()
     if row is None:
@@ -210,10 +240,20 @@ async def update(conn: Conn, name: str, changes: CollectionUpdate) -> Collection
         for field, value in msgspec.structs.asdict(changes).items()
     }
     params["name"] = name
-    # The one field that can be set back to NULL, so NULL cannot mean "unchanged" for it.
+    # The fields that can be set back to NULL, so NULL cannot mean "unchanged" for them.
     params["no_information_set"] = changes.no_information is not msgspec.UNSET
+    scale = changes.relevance_scale
+    params["relevance_scale_set"] = scale is not msgspec.UNSET
+    del params["relevance_scale"]
+    params["relevance_cosine_floor"] = None
+    params["relevance_cosine_ceiling"] = None
+    if isinstance(scale, RelevanceScale):
+        if not scale.cosine_floor < scale.cosine_ceiling:
+            raise InvalidInput("relevance_scale", "cosine_floor must be below cosine_ceiling")
+        params["relevance_cosine_floor"] = scale.cosine_floor
+        params["relevance_cosine_ceiling"] = scale.cosine_ceiling
     try:
-        async with conn.transaction(), conn.cursor(row_factory=kwargs_row(Collection)) as cur:
+        async with conn.transaction(), conn.cursor(row_factory=kwargs_row(_row)) as cur:
             await cur.execute(query("collection_update"), params)
             row = await cur.fetchone()
     except pg_errors.UndefinedObject:

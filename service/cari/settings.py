@@ -169,7 +169,10 @@ class Settings(BaseSettings):
     max_document_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
     max_batch_documents: int = Field(default=100, ge=1, le=10_000)
     reembed_interval_s: float = Field(
-        default=30.0, ge=0, description="How often the server embeds pending chunks; 0 = never."
+        default=30.0,
+        ge=0,
+        description="How often the server embeds pending chunks and refits due relevance "
+        "scales; 0 = never.",
     )
     # A large document through HTTP on the local model (8,346 chunks of a 10 MB text: ~20
     # minutes at ~7 passages/s) would hold its request for as long: past this, its remaining

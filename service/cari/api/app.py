@@ -31,6 +31,7 @@ from cari.api.search import search
 from cari.ingest.pipeline import backfill_embeddings
 from cari.mcp.server import http_sessions
 from cari.replicas import HEADER
+from cari.search import fit
 from cari.settings import Settings
 from cari.supervisor import supervise
 
@@ -58,6 +59,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
                 tasks.start_soon(rt.searcher.collections.listen)
                 if settings.reembed_interval_s > 0:
                     tasks.start_soon(backfill_embeddings, rt.pool, rt.embedders, settings)
+                    tasks.start_soon(fit.keep_fitted, rt.pool, rt.embedders, settings)
                 if settings.database_url is None:  # the embedded server: ours to keep up
                     tasks.start_soon(supervise, settings.data_dir, rt.pool)
                 yield

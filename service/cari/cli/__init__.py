@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from cari.cli import bm25, catalog, documents, search, server, synonyms
+from cari.cli import bm25, catalog, documents, relevance, search, server, synonyms
 
 
 @click.group(help="Cari: hybrid search and RAG where all retrieval lives in PostgreSQL.")
@@ -22,6 +22,7 @@ for command in (
     server.db_group,
     documents.ingest,
     documents.reembed,
+    relevance.refit,
     search.search,
     search.ask,
     bm25.bm25,

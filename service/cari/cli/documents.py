@@ -79,7 +79,9 @@ def ingest(
         batch_size = LOCAL_BATCH_SIZE if config.embedder == "local" else SERVICE_BATCH_SIZE
 
     async def work(rt: Runtime) -> Tally:
-        return await _ingest(
+        from cari.search import fit
+
+        tally = await _ingest(
             rt,
             collection,
             sources,
@@ -89,6 +91,10 @@ def ingest(
             workers=workers,
             defer_index=bulk,
         )
+        # A first load, or one that doubled the collection: its relevance scale is fitted anew.
+        if await fit.refit_stale(rt.pool, rt.embedders, rt.settings, collection):
+            click.echo(f"fitted the relevance scale of '{collection}' to its content", err=True)
+        return tally
 
     if run(work, config).failures:
         raise SystemExit(1)

@@ -134,6 +134,20 @@ class _Collection:
     pricing_keywords: list[str]
     financing_keywords: list[str]
     embedder: str | None  # None: the default one
+    # Its relevance scale: set for it (wins), fitted to it (cari.search.fit; None when absent
+    # or fitted for another embedder), else the embedder's.
+    set_floor: float | None
+    set_ceiling: float | None
+    fit_floor: float | None
+    fit_ceiling: float | None
+
+    def scale(self, configured: relevance.Scale) -> tuple[relevance.Scale, str]:
+        """Its relevance scale and where it comes from: "collection", "fit" or "settings"."""
+        if self.set_floor is not None and self.set_ceiling is not None:
+            return relevance.Scale(self.set_floor, self.set_ceiling), "collection"
+        if self.fit_floor is not None and self.fit_ceiling is not None:
+            return relevance.Scale(self.fit_floor, self.fit_ceiling), "fit"
+        return configured, "settings"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +188,7 @@ class _Part:
     vector: np.ndarray | None = None
     space: Space | None = None  # the vector's
     scale: relevance.Scale | None = None  # how its evidence was weighed
+    scale_source: str = "settings"  # where that scale comes from (_Collection.scale)
     cached: bool = False
     applied_ef: str | None = None
     postings_read: int | None = None
@@ -446,9 +461,9 @@ class Searcher:
         # Without the collection's embedder (keyword mode, or it failed) there is no vector:
         # any router routes by words alone, and any scale weighs coverage alone.
         model = self._models.get(collection.embedder, self._models[None])
-        part.scale = model.scale
+        part.scale, part.scale_source = collection.scale(model.scale)
         for fused in head:
-            part.scored[fused.chunk_id] = model.scale.relevance(part.evidence[fused.chunk_id])
+            part.scored[fused.chunk_id] = part.scale.relevance(part.evidence[fused.chunk_id])
         scores = [part.scored[f.chunk_id] for f in head]
         for fused, kept in zip(head, relevance.keep(scores, plan.threshold), strict=True):
             (part.kept if kept else part.dropped).append(fused)
@@ -575,6 +590,7 @@ class Searcher:
             "relevance_scale": {
                 "cosine_floor": scale.cosine_floor,
                 "cosine_ceiling": scale.cosine_ceiling,
+                "source": first.scale_source,
             },
             "candidates": {"requested": plan.candidates},
             "ef_search": {"requested": plan.ef_search, "applied": first.applied_ef},

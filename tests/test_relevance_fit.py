@@ -1,0 +1,212 @@
+"""The relevance scale fitted to each collection (cari.search.fit), on real PostgreSQL with the
+real local model: the fit separates the collection's own questions from other subjects', the
+server fits in the background and again after a large change, a scale set for the collection
+wins, and `explain` says which scale weighed the evidence."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from litestar.testing import TestClient
+
+from cari.runtime import open_runtime
+from cari.search import fit
+from cari.search.relevance import Scale
+from tests.conftest import app_client, settings_for
+
+# A small collection on looking after a car: the kind a threshold calibrated on large
+# collections was too strict for.
+CAR = [
+    "Check the engine oil level every month with the dipstick and top it up when it is low.",
+    "Change the engine oil and the oil filter every 10,000 kilometres or once a year.",
+    "Tyre pressure should be checked when the tyres are cold; the right values are on the "
+    "sticker inside the driver's door.",
+    "Rotate the tyres every 10,000 kilometres so that they wear evenly.",
+    "Replace the wiper blades when they leave streaks on the windscreen.",
+    "The brake pads must be replaced when they are thinner than three millimetres.",
+    "Brake fluid absorbs water over time: replace it every two years.",
+    "Coolant keeps the engine from overheating; check its level in the expansion tank.",
+    "The battery of the car should be recharged if the vehicle stands unused for weeks.",
+    "The air filter of the engine is cleaned every service and replaced every 40,000 km.",
+    "Spark plugs are replaced every 40,000 kilometres on petrol engines.",
+    "The timing belt must be replaced at 100,000 kilometres to avoid engine damage.",
+    "Wash the underbody in winter to remove road salt that causes rust.",
+    "The cabin filter cleans the air entering the car through the ventilation.",
+    "Headlight bulbs should be replaced in pairs so that both give the same light.",
+    "Keep the fuel tank at least a quarter full to protect the fuel pump.",
+]
+OWN = "when do I need new brake pads?"
+OTHER = "Who painted the ceiling of the Sistine Chapel?"
+
+
+def documents(texts: list[str], prefix: str) -> list[dict[str, str]]:
+    return [{"id": f"{prefix}-{i}", "text": text} for i, text in enumerate(texts)]
+
+
+def collection(client: TestClient[Any], name: str) -> dict[str, Any]:
+    response = client.get(f"/v1/collections/{name}")
+    assert response.status_code == 200, response.text
+    found: dict[str, Any] = response.json()
+    return found
+
+
+def explained(client: TestClient[Any], name: str, query: str) -> dict[str, Any]:
+    body = {"query": query, "explain": True}
+    response = client.post(f"/v1/collections/{name}/search", json=body)
+    assert response.status_code == 200, response.text
+    found: dict[str, Any] = response.json()
+    return found
+
+
+def wait_for_fit(client: TestClient[Any], name: str, chunks: int) -> dict[str, Any]:
+    """The collection's fit once the server's background upkeep has fitted it at `chunks`."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        found = collection(client, name)["relevance_fit"]
+        if found is not None and found["chunks"] == chunks:
+            return dict(found)
+        time.sleep(0.2)
+    raise AssertionError(f"no fit at {chunks} chunks: {collection(client, name)}")
+
+
+def test_the_fit_separates_own_questions_from_other_subjects(dsn: str) -> None:
+    with app_client(dsn) as client:
+        client.post("/v1/collections", json={"name": "car", "language": "english"})
+        client.post("/v1/collections/car/documents", json={"documents": documents(CAR, "car")})
+
+    async def probe() -> tuple[fit.Probes | None, dict[str, Any] | None]:
+        async with open_runtime(settings_for(dsn, reembed_interval_s=0)) as rt:
+            async with rt.pool.connection() as conn:
+                cur = await conn.execute("SELECT id FROM collections WHERE name = 'car'")
+                row = await cur.fetchone()
+                assert row is not None
+                found = await fit.probe(conn, int(row[0]), rt.embedder, rt.settings)
+            return found, await fit.fit(rt.pool, "car", rt.embedders, rt.settings)
+
+    probes, stored = asyncio.run(probe())
+    assert probes is not None and stored is not None
+    assert len(probes.on_topic) == len(CAR)  # one pseudo-question per chunk, up to PSEUDO
+    assert len(probes.off_topic) == len(fit.off_topic_questions())
+    # The collection's own questions reach it more closely than nearly every other subject's.
+    assert np.median(probes.on_topic) > np.quantile(probes.off_topic, 0.95)
+    assert stored["chunks"] == len(CAR)
+    assert stored["probes"]["on_topic"]["median"] > stored["probes"]["off_topic"]["median"]
+    with app_client(dsn) as client:
+        own = explained(client, "car", OWN)
+        assert own["explain"]["relevance_scale"] == {
+            "cosine_floor": stored["cosine_floor"],
+            "cosine_ceiling": stored["cosine_ceiling"],
+            "source": "fit",
+        }
+        assert own["results"][0]["document_id"] == "car-5"  # the brake pads
+        assert explained(client, "car", OTHER)["results"] == []
+
+
+def test_the_fitted_scale_is_the_configured_one_moved_within_bounds() -> None:
+    base = Scale(0.80, 0.98)
+    at_cut = base.cosine_floor + fit.AT * 0.18  # relevance AT falls at cosine 0.845
+    same = fit.place(fit.Probes(on_topic=[0.9] * 10, off_topic=[at_cut] * 10), base)
+    assert same == base
+    lower = fit.place(fit.Probes(on_topic=[0.9] * 10, off_topic=[0.83] * 10), base)
+    assert lower.cosine_floor == pytest.approx(0.80 - 0.015)
+    assert lower.cosine_ceiling - lower.cosine_floor == pytest.approx(0.18)  # width kept
+    # Own questions lower than the other subjects' cap the cut; a shift is bounded.
+    capped = fit.place(fit.Probes(on_topic=[0.70] * 10, off_topic=[0.95] * 10), base)
+    assert capped.cosine_floor == pytest.approx(0.80 - fit.PLACEMENT.max_shift)
+    assert fit.pseudo_questions(["The brake pads wear; brake fluid absorbs water."]) == [
+        "brake pads wear fluid absorbs water"
+    ]
+
+
+def test_the_server_fits_in_the_background_and_again_after_a_large_change(dsn: str) -> None:
+    with app_client(dsn, reembed_interval_s=0.1) as client:
+        client.post("/v1/collections", json={"name": "car", "language": "english"})
+        assert collection(client, "car")["relevance_fit"] is None
+        half = len(CAR) // 2
+        added = client.post(
+            "/v1/collections/car/documents", json={"documents": documents(CAR[:half], "a")}
+        )
+        assert added.status_code == 200, added.text
+        first = wait_for_fit(client, "car", half)
+        assert first["embedder"] is None  # the default embedder's scale
+        # One chunk more is no large change: the fit stays.
+        client.post(
+            "/v1/collections/car/documents", json={"documents": documents(CAR[half:][:1], "b")}
+        )
+        time.sleep(1)
+        assert collection(client, "car")["relevance_fit"]["chunks"] == half
+        # Doubled since the fit: fitted again.
+        client.post(
+            "/v1/collections/car/documents", json={"documents": documents(CAR[half + 1 :], "c")}
+        )
+        second = wait_for_fit(client, "car", len(CAR))
+        assert second["fitted_at"] >= first["fitted_at"]
+        assert second["probes"]["on_topic"]["count"] == len(CAR)
+
+
+def test_a_scale_set_for_the_collection_wins_over_the_fit(dsn: str) -> None:
+    with app_client(dsn, reembed_interval_s=0.1) as client:
+        client.post("/v1/collections", json={"name": "car", "language": "english"})
+        client.post("/v1/collections/car/documents", json={"documents": documents(CAR, "car")})
+        fitted = wait_for_fit(client, "car", len(CAR))
+        assert explained(client, "car", OWN)["results"]
+        strict = {"cosine_floor": 0.95, "cosine_ceiling": 0.99}
+        changed = client.patch("/v1/collections/car", json={"relevance_scale": strict})
+        assert changed.status_code == 200, changed.text
+        assert changed.json()["relevance_scale"] == strict
+        assert changed.json()["relevance_fit"] == fitted  # kept, not used
+        found = explained(client, "car", OWN)
+        assert found["explain"]["relevance_scale"] == {**strict, "source": "collection"}
+        assert found["results"] == []  # no chunk reaches cosine 0.96 with this question
+        cleared = client.patch("/v1/collections/car", json={"relevance_scale": None})
+        assert cleared.json()["relevance_scale"] is None
+        assert explained(client, "car", OWN)["explain"]["relevance_scale"]["source"] == "fit"
+        wrong = client.patch(
+            "/v1/collections/car",
+            json={"relevance_scale": {"cosine_floor": 0.9, "cosine_ceiling": 0.8}},
+        )
+        assert wrong.status_code == 422
+        assert "cosine_floor" in wrong.text
+        assert collection(client, "car")["relevance_scale"] is None  # nothing changed
+
+
+def cari(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "cari.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_cari_ingest_fits_at_the_end_and_cari_refit_on_demand(
+    dsn: str, clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    for i, text in enumerate(CAR):
+        (tmp_path / f"note-{i}.txt").write_text(text)
+    env = {**clean_env, "DATABASE_URL": dsn}
+    loaded = cari(env, "ingest", str(tmp_path), "-c", "car", "--create", "--language", "english")
+    assert "fitted the relevance scale of 'car'" in loaded.stderr
+    with app_client(dsn) as client:
+        first = collection(client, "car")["relevance_fit"]
+        assert first is not None and first["chunks"] == len(CAR)
+        assert explained(client, "car", OWN)["explain"]["relevance_scale"]["source"] == "fit"
+    # Nothing changed much: a second load of the same files fits nothing.
+    again = cari(env, "ingest", str(tmp_path), "-c", "car")
+    assert "fitted" not in again.stderr
+    refitted = cari(env, "refit", "-c", "car")
+    assert refitted.stdout.startswith("car: cosine floor ")
+    with app_client(dsn) as client:
+        second = collection(client, "car")["relevance_fit"]
+        assert second["fitted_at"] >= first["fitted_at"]
+        assert second["probes"]["off_topic"]["count"] == len(fit.off_topic_questions())
