@@ -2,14 +2,16 @@
 
     python -m bench.load [--chunks 10000 100000] [--concurrency 1 4 16] [--duration 15]
                          [--modes keyword vector hybrid] [--queries 200] [--max-requests 100000]
-                         [--out bench/results/load.json]
+                         [--language simple] [--out bench/results/load.json]
 
 For each chunk count:
 
 - **corpus**: built in a fresh database `cari_bench_load` by `bench.search`'s own functions
   (its docstring says how): real passages, synthetic vectors around 400 real e5 embeddings, one
-  binary COPY with the HNSW index dropped, one index build, `VACUUM (ANALYZE)`. On DATABASE_URL
-  if set, else a throwaway embedded server (started once, reused by later chunk counts).
+  binary COPY with the HNSW index dropped, one index build, `VACUUM (ANALYZE)`; the collection's
+  text-search configuration is `--language` (`simple`, the default, keeps stop words; a stemmed
+  one such as `english` drops them). On DATABASE_URL if set, else a throwaway embedded server
+  (started once, reused by later chunk counts).
 - **server**: `cari serve --host 127.0.0.1 --port <free port>` in a subprocess of its own
   session, DATABASE_URL the fresh database, the local embedder, no API keys (none are needed on
   loopback), background re-embedding off (every chunk has its vector); the rest of its
@@ -434,6 +436,7 @@ async def run(args: argparse.Namespace) -> None:
             "queries": len(queries),
             "max_requests": args.max_requests,
             "top_k": TOP_K,
+            "language": args.language,
         },
         "runs": [],
     }
@@ -448,7 +451,7 @@ async def run(args: argparse.Namespace) -> None:
                 server = make_conninfo(pool.conninfo, dbname="postgres")
                 settings = settings.model_copy(update={"database_url": server})
             vectors, _ = synthetic_vectors(base, chunks)
-            await load_corpus(pool, settings, passages, vectors)
+            await load_corpus(pool, settings, passages, vectors, language=args.language)
             del vectors
             async with pool.connection() as conn:
                 cur = await conn.execute(
@@ -516,6 +519,11 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--max-requests", type=int, default=100_000, help="per cell")
+    parser.add_argument(
+        "--language",
+        default="simple",
+        help="the collection's text-search configuration (simple keeps stop words)",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     asyncio.run(run(args))

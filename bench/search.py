@@ -201,11 +201,19 @@ def row_text(passage: Passage, copy: int, i: int, rng: random.Random) -> str:
 
 
 async def load_corpus(
-    pool: AsyncConnectionPool, settings: Settings, passages: list[Passage], vectors: np.ndarray
+    pool: AsyncConnectionPool,
+    settings: Settings,
+    passages: list[Passage],
+    vectors: np.ndarray,
+    *,
+    language: str = "simple",
 ) -> None:
+    """The corpus in collection `COLLECTION`, whose text-search configuration is `language`."""
     rng = random.Random(SEED)
     async with pool.connection() as conn:
-        await conn.execute("INSERT INTO collections (name) VALUES (%s)", (COLLECTION,))
+        await conn.execute(
+            "INSERT INTO collections (name, language) VALUES (%s, %s)", (COLLECTION, language)
+        )
         collection = await store.collection_ref(conn, COLLECTION)
         await conn.execute(
             migrations.vector_index_drop_statement(space(settings.embedding_dimension, settings))
