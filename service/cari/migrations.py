@@ -114,6 +114,11 @@ def vector_index_statement(space: Space, table: str, settings: Settings) -> sql.
 
 
 def vector_index_drop_statement(space: Space, table: str = "chunks") -> sql.Composed:
+    """Drop `space`'s HNSW index on `table`, in a transaction (benchmarks time loads without)."""
+    return sql.SQL(query("vector_index_drop")).format(index=sql.Identifier(space.index_name(table)))
+
+
+def vector_index_drop_concurrently(space: Space, table: str = "chunks") -> sql.Composed:
     """Drop `space`'s HNSW index on `table` without blocking writes (outside a transaction)."""
     return sql.SQL(query("vector_index_drop_concurrently")).format(
         index=sql.Identifier(space.index_name(table))
@@ -143,7 +148,7 @@ def vector_index_repair(
         m=sql.Literal(settings.hnsw_m),
         ef_construction=sql.Literal(settings.hnsw_ef_construction),
     )
-    return [build] if valid is None else [vector_index_drop_statement(space, table), build]
+    return [build] if valid is None else [vector_index_drop_concurrently(space, table), build]
 
 
 def vector_indexes_statement(settings: Settings) -> sql.Composed:

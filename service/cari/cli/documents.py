@@ -54,8 +54,10 @@ SERVICE_BATCH_SIZE = 256
 @click.option(
     "--bulk",
     is_flag=True,
-    help="Drop the vector index during the load and rebuild it once at the end: much faster "
-    "for large loads; vector searches meanwhile scan exactly (slower).",
+    help="Defer the vector index: if no other collection has vectors of this one's width, drop "
+    "it for the load and rebuild it at the end without blocking other writes (much faster for "
+    "large loads; this collection's vector searches meanwhile scan exactly). Otherwise the "
+    "index is kept.",
 )
 @user_errors
 def ingest(

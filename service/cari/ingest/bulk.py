@@ -22,7 +22,7 @@ from cari.ingest.pipeline import Ingestor
 from cari.ingest.store import NewDocument
 from cari.migrations import (
     maintenance_options,
-    vector_index_drop_statement,
+    vector_index_drop_concurrently,
     vector_index_repair,
 )
 from cari.queries import query
@@ -108,7 +108,7 @@ async def ingest_sources(
                 return await _ingest(
                     ingestor, collection, sources, batch_size, workers, on_progress
                 )
-            await lock.execute(vector_index_drop_statement(width))
+            await lock.execute(vector_index_drop_concurrently(width))
             try:
                 return await _ingest(
                     ingestor, collection, sources, batch_size, workers, on_progress
