@@ -204,5 +204,8 @@ def test_a_bulk_load_leaves_other_collections_alone(
                 "WHERE k.name = 'bulk'"
             ).fetchone() or (0,)
         assert row == (True,) and documents == 120
+        pad(dsn, "bulk", width.dimension, 300 if bulk_embedder else 2000)
+        assert width.index_name("chunks") in plan(dsn, "bulk", width)
+        assert narrow.index_name("chunks") in plan(dsn, "live", narrow)
         for key, _ in load.writes[-3:]:
             assert http("GET", f"{base}/v1/collections/live/documents/{key}")[0] == 200

@@ -287,7 +287,10 @@ def test_bulk_load_rebuilds_the_vector_index(
     assert before and after and after[1] and after[0] != before[0]
 
     # Into a second collection of that width the load keeps the index the first one searches.
-    result = cari(["ingest", str(tmp_path), "-c", "b2", "--create", "--bulk"], env)
+    # The requests' statement timeout does not bound a bulk load's statements (1 ms cancels
+    # even the first statements of a pool's connections).
+    short = {**env, "CARI_STATEMENT_TIMEOUT_MS": "1"}
+    result = cari(["ingest", str(tmp_path), "-c", "b2", "--create", "--bulk"], short)
     assert result.returncode == 0, result.stderr
     assert counts(dsn) == (10, 10, 0) and vector_index(dsn) == after
 

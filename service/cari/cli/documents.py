@@ -70,7 +70,10 @@ def ingest(
     workers: int,
     bulk: bool,
 ) -> None:
-    config = settings()
+    # A bulk load is a batch job: its statements last as long as its batches, and none holds a
+    # lock a request waits on (cari.ingest.bulk), so the requests' statement timeout could only
+    # kill a legal load.
+    config = settings(statement_timeout_ms=0 if bulk else None)
     sources = files.expand(paths)
     if batch_size is None:
         # The local model embeds a few chunks a second: small batches keep the progress moving
