@@ -52,7 +52,13 @@ from psycopg import sql
 
 from bench.database import fresh_database
 from bench.fast_embedder import vector_for
-from bench.ingest_path import ROOT, fast_embedder, make_records
+from bench.ingest_path import (
+    CORPORA,
+    ROOT,
+    WORDS_PER_RECORD,
+    fast_embedder,
+    make_records,
+)
 from bench.load import free_port, served
 from cari import embedded, migrations
 from cari.ingest import bulk, files, store
@@ -143,10 +149,10 @@ class Run:
         )
 
 
-async def seed_live(dsn: str, settings: Settings, count: int) -> None:
-    """`count` one-chunk documents in `live`, written by COPY with the index dropped, then the
-    index built (as a bulk load would leave them)."""
-    records = make_records(count)
+async def seed_live(dsn: str, settings: Settings, records: Sequence[Mapping[str, str]]) -> None:
+    """The records as one-chunk documents in `live`, written by COPY with the index dropped,
+    then the index built (as a bulk load would leave them)."""
+    count = len(records)
     width = space(LIVE_WIDTH, settings)
     async with await psycopg.AsyncConnection.connect(dsn) as conn:
         await register_vector_async(conn)
@@ -250,18 +256,28 @@ async def one_run(
     )
 
 
-async def isolation(live: int, records: int, writers: int, env: Mapping[str, str]) -> list[Run]:
+async def isolation(
+    live: int,
+    records: int,
+    writers: int,
+    env: Mapping[str, str],
+    corpora: Sequence[Path] = CORPORA,
+    words_per_record: int = WORDS_PER_RECORD,
+) -> list[Run]:
+    """Part (1), each layout before and after; `env` points Cari at the embedder (and is in
+    this process's environment too)."""
     settings = load_settings()
     dsn = fresh_database("cari_bench_bulk_isolation", settings)
     migrations.ensure_vector_indexes(dsn, settings)
     runs = []
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "records.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in make_records(live + records)[live:]))
+        texts = make_records(live + records, corpora, words_per_record)
+        path.write_text("".join(json.dumps(r) + "\n" for r in texts[live:]))
         async with served(dsn, env) as server:
             async with httpx.AsyncClient(base_url=server.url) as http:
                 assert (await http.post("/v1/collections", json={"name": LIVE})).status_code == 201
-            await seed_live(dsn, settings, live)
+            await seed_live(dsn, settings, texts[:live])
             for layout in ("same-width", "own-width"):
                 for variant in ("before", "after"):
                     run = await one_run(variant, layout, dsn, server.url, path, env, writers)
