@@ -136,7 +136,7 @@ def test_postmaster_killed_under_load_loses_no_acknowledged_write(
         dsn = embedded.running_dsn(data_dir)
         assert dsn is not None
         with psycopg.connect(dsn) as conn:
-            stored = dict(
+            stored: dict[str, int] = dict(
                 conn.execute(
                     "SELECT d.external_id, count(c.id) FROM documents d "
                     "LEFT JOIN chunks c ON c.document_id = d.id GROUP BY 1"
