@@ -1,7 +1,8 @@
 """Faults a running service must survive, through the real processes: its embedded PostgreSQL
-killed while it takes writes and searches, and a `--bulk` load beside live writes to another
-collection. (A killed `cari ingest` is tests/test_ingest_cli.py's
-test_killed_ingest_leaves_no_partial_document; a frozen embedder is tests/test_serving.py's.)"""
+killed while it takes writes and searches, a `--bulk` load beside live writes to another
+collection, and a `--bulk` load killed mid-load. (A killed `cari ingest` without `--bulk` is
+tests/test_ingest_cli.py's test_killed_ingest_leaves_no_partial_document; a frozen embedder is
+tests/test_serving.py's.)"""
 
 from __future__ import annotations
 
@@ -209,3 +210,45 @@ def test_a_bulk_load_leaves_other_collections_alone(
         assert narrow.index_name("chunks") in plan(dsn, "live", narrow)
         for key, _ in load.writes[-3:]:
             assert http("GET", f"{base}/v1/collections/live/documents/{key}")[0] == 200
+
+
+def test_a_killed_bulk_load_is_resumed_and_its_index_restored(
+    tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    """SIGKILL mid-load, with the width's index dropped: the run again stores the rest, skips
+    what was stored, and builds the index."""
+    env = cli_env(clean_env, dsn, fake)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(40):
+        (corpus / f"doc{i:02}.txt").write_text(f"Bulk document {i} about lighthouse {i}.")
+    args = ["ingest", str(corpus), "-c", "bulk", "--create", "--bulk", "--batch-size", "2"]
+    index = space(384, load_settings()).index_name("chunks")
+
+    def stored() -> tuple[int, bool | None]:
+        with psycopg.connect(dsn) as conn:
+            (documents,) = conn.execute("SELECT count(*) FROM documents").fetchone() or (0,)
+            valid = conn.execute(
+                "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (index,)
+            ).fetchone()
+        return int(documents), valid[0] if valid else None
+
+    fake.delay = 0.3  # each batch waits on the embedder: the kill lands mid-load
+    process = subprocess.Popen([*CARI, *args], env=env, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while stored()[0] < 4:
+        assert process.poll() is None, "the load finished before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    documents, valid = stored()
+    assert 4 <= documents < 40 and valid is None  # dropped for the load, not rebuilt
+
+    fake.delay = 0
+    resumed = subprocess.run(
+        [*CARI, *args], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"({40 - documents} new, 0 updated, {documents} unchanged)" in resumed.stderr
+    assert stored() == (40, True)
