@@ -1,4 +1,4 @@
--- Drop one width's HNSW index ({index}, an identifier): a bulk load inserts far faster without
--- maintaining the graph row by row and rebuilds it once at the end (vector_indexes_create);
--- searches meanwhile scan exactly. A resize drops the indexes of widths no embedder makes.
+-- Drop one width's HNSW index ({index}, an identifier) in a transaction: a resize drops the
+-- indexes of widths no embedder makes (cari.migrations.resize_embeddings), benchmarks time loads
+-- without one. A bulk load drops concurrently (vector_index_drop_concurrently).
 DROP INDEX IF EXISTS {index};

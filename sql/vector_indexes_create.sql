@@ -1,5 +1,5 @@
--- (Re)build one width's HNSW index on one table where it is missing: for a width a new embedder
--- brings, after a bulk load that deferred it, after a resize, or after a bulk load was killed.
+-- Build one width's HNSW index on one table where it is missing, in a migration's or a resize's
+-- transaction (a bulk load and the start-up repair build concurrently: vector_index_build).
 -- Partial and on an expression (cari.vector_space says why): a vector statement uses it when it
 -- orders by {indexed} (`embedding::vector(384)`, `cari_halfvec(embedding)::halfvec(3072)`) and
 -- filters on `vector_dims(embedding) = {dimension}`.

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -53,31 +54,33 @@ def serving(env: dict[str, str], cari: Sequence[str] = CARI) -> Iterator[str]:
     """`cari serve` in a subprocess (`cari` runs the command); yields its base URL once /readyz
     answers 200."""
     port = free_port()
-    process = subprocess.Popen(
-        [*cari, "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"cari serve exited early:\n{process.stdout.read()}")  # type: ignore[union-attr]
-            try:
-                if http("GET", f"{base}/readyz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("cari serve did not become ready within 60 s")
-            time.sleep(0.2)
-        yield base
-    finally:
-        process.send_signal(signal.SIGTERM)
-        output, _ = process.communicate(timeout=30)
+    # Its output goes to a file, not a pipe nobody reads while it serves: a full pipe would
+    # block the server's next log line, and with it every request.
+    with tempfile.TemporaryFile(mode="w+") as log:
+        process = subprocess.Popen(
+            [*cari, "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                if process.poll() is not None:
+                    log.seek(0)
+                    pytest.fail(f"cari serve exited early:\n{log.read()}")
+                try:
+                    if http("GET", f"{base}/readyz")[0] == 200:
+                        break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    pytest.fail("cari serve did not become ready within 60 s")
+                time.sleep(0.2)
+            yield base
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=30)
+            log.seek(0)
+            output = log.read()
     assert process.returncode == 0, output
 
 

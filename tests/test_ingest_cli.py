@@ -262,12 +262,14 @@ def test_model_change_resizes_and_reembeds(
     assert row == (8,)
 
 
-def vector_index_exists(dsn: str) -> bool:
+def vector_index(dsn: str) -> tuple[int, bool] | None:
+    """The 384-d HNSW index's oid and whether it is valid; None when it is missing."""
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
-            "SELECT to_regclass('chunks_embedding_vector_384_idx') IS NOT NULL"
+            "SELECT indexrelid::int, indisvalid FROM pg_index "
+            "WHERE indexrelid = to_regclass('chunks_embedding_vector_384_idx')"
         ).fetchone()
-    return bool(row and row[0])
+    return (int(row[0]), bool(row[1])) if row else None
 
 
 def test_bulk_load_rebuilds_the_vector_index(
@@ -276,17 +278,39 @@ def test_bulk_load_rebuilds_the_vector_index(
     for i in range(5):
         (tmp_path / f"{i}.txt").write_text(f"Bulk document {i} about lighthouses.")
     env = cli_env(clean_env, dsn, fake)
+    before = vector_index(dsn)
     result = cari(["ingest", str(tmp_path), "-c", "b", "--create", "--bulk"], env)
     assert result.returncode == 0, result.stderr
     assert counts(dsn) == (5, 5, 0)
-    assert vector_index_exists(dsn)
+    # The only collection of its width: the index was dropped and built again.
+    after = vector_index(dsn)
+    assert before and after and after[1] and after[0] != before[0]
 
-    # A bulk load killed before its rebuild leaves no index: the next command restores it.
+    # Into a second collection of that width the load keeps the index the first one searches.
+    # The requests' statement timeout does not bound a bulk load's statements (1 ms cancels
+    # even the first statements of a pool's connections).
+    short = {**env, "CARI_STATEMENT_TIMEOUT_MS": "1"}
+    result = cari(["ingest", str(tmp_path), "-c", "b2", "--create", "--bulk"], short)
+    assert result.returncode == 0, result.stderr
+    assert counts(dsn) == (10, 10, 0) and vector_index(dsn) == after
+
+    # A bulk load killed before its rebuild leaves no index, or, killed during it, an INVALID
+    # one (which queries ignore): the next command builds it again.
     with psycopg.connect(dsn) as conn:
         conn.execute("DROP INDEX chunks_embedding_vector_384_idx")
-    assert not vector_index_exists(dsn)
+    assert vector_index(dsn) is None
     assert cari(["reembed"], env).returncode == 0
-    assert vector_index_exists(dsn)
+    rebuilt = vector_index(dsn)
+    assert rebuilt and rebuilt[1]
+    with psycopg.connect(dsn) as conn:
+        conn.execute(
+            "UPDATE pg_index SET indisvalid = false "
+            "WHERE indexrelid = 'chunks_embedding_vector_384_idx'::regclass"
+        )
+    assert vector_index(dsn) == (rebuilt[0], False)
+    assert cari(["reembed"], env).returncode == 0
+    repaired = vector_index(dsn)
+    assert repaired and repaired[1] and repaired[0] != rebuilt[0]
 
 
 def test_a_batch_ends_at_its_size_or_once_it_holds_enough_text() -> None:

@@ -55,8 +55,10 @@ def configure(settings: Settings) -> None:
                 }
             },
             "root": {"handlers": ["stderr"], "level": settings.log_level},
-            # Its INFO lines repeat at every start; a migration is logged by alembic/env.py.
-            "loggers": {"alembic": {"level": "WARNING"}},
+            # Alembic's INFO lines repeat at every start (a migration is logged by
+            # alembic/env.py); httpx's say every request to the embedder, reranker or LLM, a
+            # line per call that buries the service's own (failures are logged by Cari).
+            "loggers": {"alembic": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
         }
     )
 

@@ -114,8 +114,41 @@ def vector_index_statement(space: Space, table: str, settings: Settings) -> sql.
 
 
 def vector_index_drop_statement(space: Space, table: str = "chunks") -> sql.Composed:
-    """Drop `space`'s HNSW index on `table` (a bulk load rebuilds it at the end)."""
+    """Drop `space`'s HNSW index on `table`, in a transaction (benchmarks time loads without)."""
     return sql.SQL(query("vector_index_drop")).format(index=sql.Identifier(space.index_name(table)))
+
+
+def vector_index_drop_concurrently(space: Space, table: str = "chunks") -> sql.Composed:
+    """Drop `space`'s HNSW index on `table` without blocking writes (outside a transaction)."""
+    return sql.SQL(query("vector_index_drop_concurrently")).format(
+        index=sql.Identifier(space.index_name(table))
+    )
+
+
+def maintenance_options(settings: Settings) -> str:
+    """The connection options for dropping and building indexes: no statement timeout (a build
+    takes as long as the table is large; only a timeout the operator sets for requests could
+    cut it short) and the build's memory."""
+    return f"-c statement_timeout=0 -c maintenance_work_mem={settings.index_build_memory_mb}MB"
+
+
+def vector_index_repair(
+    space: Space, table: str, settings: Settings, valid: bool | None
+) -> list[sql.Composed]:
+    """The statements that make `space`'s index on `table` usable, given whether it is
+    (vector_index_valid: None when missing, False when an interrupted concurrent build left it
+    INVALID): none, a concurrent build, or a drop of the invalid one before it."""
+    if valid:
+        return []
+    build = space.statement(
+        "vector_index_build",
+        index=sql.Identifier(space.index_name(table)),
+        table=sql.Identifier(table),
+        ops=sql.SQL(f"{space.kind}_cosine_ops"),
+        m=sql.Literal(settings.hnsw_m),
+        ef_construction=sql.Literal(settings.hnsw_ef_construction),
+    )
+    return [build] if valid is None else [vector_index_drop_concurrently(space, table), build]
 
 
 def vector_indexes_statement(settings: Settings) -> sql.Composed:
@@ -131,10 +164,29 @@ def vector_indexes_statement(settings: Settings) -> sql.Composed:
 
 def ensure_vector_indexes(dsn: str, settings: Settings) -> None:
     """Build the HNSW index of a width a new embedder brings, or one a killed bulk load left
-    dropped (a no-op when all are present, and skipped while a bulk load runs: that load
-    rebuilds its index)."""
-    indexes = [s.index_name(t) for s in configured_spaces(settings) for t in TABLES]
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(query("vector_index_try_lock"), {"indexes": indexes}).fetchone()
-        if row and row[0]:
-            conn.execute(vector_indexes_statement(settings))
+    dropped or INVALID, concurrently: writes go on meanwhile. Skipped while a bulk load runs
+    (that load rebuilds its index); a check reads the catalog, so it is a no-op when all are
+    valid."""
+    with psycopg.connect(dsn, autocommit=True, options=maintenance_options(settings)) as conn:
+
+        def repairs() -> list[sql.Composed]:
+            steps = []
+            for space in configured_spaces(settings):
+                for table in TABLES:
+                    row = conn.execute(
+                        query("vector_index_valid"), {"index": space.index_name(table)}
+                    ).fetchone()
+                    steps += vector_index_repair(space, table, settings, row[0] if row else None)
+            return steps
+
+        if not repairs():
+            return
+        row = conn.execute(query("vector_index_try_lock")).fetchone()
+        if not (row and row[0]):
+            return
+        try:
+            # Again under the lock: a bulk load may have rebuilt the index meanwhile.
+            for statement in repairs():
+                conn.execute(statement)
+        finally:
+            conn.execute(query("vector_index_unlock"))

@@ -54,8 +54,10 @@ SERVICE_BATCH_SIZE = 256
 @click.option(
     "--bulk",
     is_flag=True,
-    help="Drop the vector index during the load and rebuild it once at the end: much faster "
-    "for large loads; vector searches meanwhile scan exactly (slower).",
+    help="Defer the vector index: if no other collection has vectors of this one's width, drop "
+    "it for the load and rebuild it at the end without blocking other writes (much faster for "
+    "large loads; this collection's vector searches meanwhile scan exactly). Otherwise the "
+    "index is kept.",
 )
 @user_errors
 def ingest(
@@ -68,7 +70,10 @@ def ingest(
     workers: int,
     bulk: bool,
 ) -> None:
-    config = settings()
+    # A bulk load is a batch job: its statements last as long as its batches, and none holds a
+    # lock a request waits on (cari.ingest.bulk), so the requests' statement timeout could only
+    # kill a legal load.
+    config = settings(statement_timeout_ms=0 if bulk else None)
     sources = files.expand(paths)
     if batch_size is None:
         # The local model embeds a few chunks a second: small batches keep the progress moving
