@@ -80,7 +80,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -241,16 +241,24 @@ async def _until_ready(url: str, process: subprocess.Popen[bytes], log: Any) -> 
 
 
 async def drive(
-    url: str, target: Target, concurrency: int, duration: float, max_requests: int
+    url: str,
+    target: Target,
+    concurrency: int,
+    duration: float,
+    max_requests: int,
+    record: Callable[[httpx.Response | None, float], None] | None = None,
 ) -> dict[str, Any]:
     """One cell: `concurrency` clients on a connection each, for `duration` seconds or
-    `max_requests` requests, whichever comes first."""
+    `max_requests` requests, whichever comes first. `record` is given every measured request's
+    answer (None if there was none) and its milliseconds, failures included."""
     bodies = itertools.cycle(target.bodies or [b""])
     latencies: list[float] = []
     server: list[float] = []
     errors = hits = sent = 0
 
-    async def send(http: httpx.AsyncClient) -> tuple[float, _Explain | None] | None:
+    async def send(
+        http: httpx.AsyncClient, measured: bool = True
+    ) -> tuple[float, _Explain | None] | None:
         """Milliseconds to the answer's last byte and a search's explain; None if the request
         failed."""
         body = next(bodies)
@@ -261,8 +269,12 @@ async def drive(
             else:
                 response = await http.get(target.path)
         except httpx.HTTPError:
+            if record is not None and measured:
+                record(None, (time.perf_counter() - started) * 1000)
             return None
         ms = (time.perf_counter() - started) * 1000
+        if record is not None and measured:
+            record(response, ms)
         if response.status_code != 200:
             return None
         if not body:
@@ -294,7 +306,7 @@ async def drive(
             )
             for _ in range(concurrency)
         ]
-        await asyncio.gather(*(send(http) for http in https))
+        await asyncio.gather(*(send(http, measured=False) for http in https))
         started = time.perf_counter()
         await asyncio.gather(*(client(http, started + duration) for http in https))
         cell = summarize(latencies, errors, time.perf_counter() - started)
