@@ -1,12 +1,13 @@
 """A fast OpenAI-compatible embeddings server for benchmarks, in a process of its own.
 
-    python -m bench.fast_embedder [--dimension 384]
+    python -m bench.fast_embedder [--dimension 384] [--frozen]
 
 Prints its base URL (`http://127.0.0.1:<port>/v1`) as the first line of standard output, then
 answers `POST /v1/embeddings` until it is terminated: one unit vector per input, decided by the
 text alone (`vector_for`), as base64 little-endian float32 when `encoding_format` is `base64`
 (what Cari asks for) and as JSON numbers otherwise. It stands for an embedding service that
-answers at once, so that a benchmark measures everything but the model.
+answers at once, so that a benchmark measures everything but the model. With `--frozen` it
+stands for a hung one: it accepts every connection, reads the request and never answers.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import base64
 import hashlib
 import json
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -36,6 +38,8 @@ def vector_for(text: str, dimension: int = DIMENSION) -> npt.NDArray[np.float32]
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     dimension = DIMENSION
+    frozen = False
+    never = threading.Event()  # never set: what a frozen server's answers wait for
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -44,6 +48,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.server.frozen:
+            self.server.never.wait()
         texts = body["input"]
         dimension = int(body.get("dimensions") or self.server.dimension)
         as_base64 = body.get("encoding_format") == "base64"
@@ -75,9 +81,11 @@ class _Handler(BaseHTTPRequestHandler):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dimension", type=int, default=DIMENSION)
+    parser.add_argument("--frozen", action="store_true", help="accept requests, never answer")
     args = parser.parse_args()
     server = _Server(("127.0.0.1", 0), _Handler)
     server.dimension = args.dimension
+    server.frozen = args.frozen
     print(f"http://127.0.0.1:{server.server_address[1]}/v1", flush=True)
     try:
         server.serve_forever()

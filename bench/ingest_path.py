@@ -87,10 +87,12 @@ def make_records(
 
 
 @contextmanager
-def fast_embedder() -> Iterator[dict[str, str]]:
-    """`bench.fast_embedder` running; yields the CARI_* environment that points Cari at it."""
+def fast_embedder(*, frozen: bool = False) -> Iterator[dict[str, str]]:
+    """`bench.fast_embedder` running (`--frozen`: one that never answers); yields the CARI_*
+    environment that points Cari at it."""
+    flags = ["--frozen"] if frozen else []
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.fast_embedder", "--dimension", str(DIMENSION)],
+        [sys.executable, "-m", "bench.fast_embedder", "--dimension", str(DIMENSION), *flags],
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,  # where `bench` is importable

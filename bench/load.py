@@ -84,7 +84,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -236,16 +236,22 @@ async def _until_ready(url: str, process: subprocess.Popen[bytes], log: Any) -> 
 
 
 async def drive(
-    url: str, target: Target, concurrency: int, duration: float, max_requests: int
+    url: str,
+    target: Target,
+    concurrency: int,
+    duration: float,
+    max_requests: int,
+    record: Callable[[httpx.Response | None, float], None] | None = None,
 ) -> dict[str, Any]:
     """One cell: `concurrency` clients on a connection each, for `duration` seconds or
     `max_requests` requests, whichever comes first; for searches, what the server's /metrics
-    gained over the cell."""
+    gained over the cell. `record` is given every measured request's answer (None if there was
+    none) and its milliseconds, failures included."""
     bodies = itertools.cycle(target.bodies or [b""])
     latencies: list[float] = []
     errors = sent = 0
 
-    async def send(http: httpx.AsyncClient) -> float | None:
+    async def send(http: httpx.AsyncClient, measured: bool = True) -> float | None:
         """Milliseconds to the answer's last byte; None if the request failed."""
         body = next(bodies)
         started = time.perf_counter()
@@ -255,10 +261,15 @@ async def drive(
             else:
                 response = await http.get(target.path)
         except httpx.HTTPError:
+            if record is not None and measured:
+                record(None, (time.perf_counter() - started) * 1000)
             return None
+        ms = (time.perf_counter() - started) * 1000
+        if record is not None and measured:
+            record(response, ms)
         if response.status_code != 200:
             return None
-        return (time.perf_counter() - started) * 1000
+        return ms
 
     async def client(http: httpx.AsyncClient, deadline: float) -> None:
         nonlocal errors, sent
@@ -281,7 +292,7 @@ async def drive(
             )
             for _ in range(concurrency)
         ]
-        await asyncio.gather(*(send(http) for http in https))
+        await asyncio.gather(*(send(http, measured=False) for http in https))
         before = await scrape(url) if target.bodies else {}
         started = time.perf_counter()
         await asyncio.gather(*(client(http, started + duration) for http in https))

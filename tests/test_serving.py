@@ -18,6 +18,7 @@ from cari.embed import LocalEmbedder, Vector, _Turns
 from cari.errors import EmbedderBusy, EmbedderUnavailable
 from cari.search import query_vectors
 from cari.search.query_vectors import QueryVectors
+from cari.settings import Settings
 from tests.conftest import app_client
 from tests.fake_openai import FakeOpenAI, vector_for
 
@@ -60,6 +61,7 @@ def test_hung_embedder_costs_a_search_its_budget_then_the_breaker_skips_it(
     vector, took = _search(client, "mobil tujuh kursi", "vector")
     assert vector.status_code == 503 and took < 2.0
     assert vector.json()["code"] == "embedder_unavailable"
+    assert vector.headers["retry-after"] == "1"  # the 0.5 s budget, rounded up
 
     _search(client, "mobil murah", "vector")  # the third failure in a row opens the breaker
     asked = len(fake.requests)
@@ -279,6 +281,43 @@ async def test_local_backlog_is_bounded() -> None:
         for i in range(5):
             group.start_soon(query, i)
     assert sorted(outcomes) == ["busy"] * 3 + ["embedded"] * 2
+
+
+@pytest.mark.anyio
+async def test_a_local_query_that_would_wait_past_its_share_of_the_budget_is_refused_at_once() -> (
+    None
+):
+    """The 64-place backlog never fills at 16 clients; the expected wait refuses the excess."""
+    settings = Settings(_env_file=None, embedding_query_timeout_s=1.5)  # type: ignore[call-arg]
+    assert LocalEmbedder.from_settings(settings).max_wait_s == 0.75
+    embedder = LocalEmbedder(batch_size=8)
+    for _ in range(2):
+        await embedder.embed_query("warm up")
+    assert embedder.query_s > 0
+    # Room for the running batch (counted as one query) and one query: not for a second.
+    embedder.max_wait_s = 2.5 * embedder.query_s
+    outcomes: list[tuple[str, float]] = []
+
+    async def query(i: int) -> None:
+        started = time.monotonic()
+        try:
+            await embedder.embed_query(f"pertanyaan {i}")
+            outcomes.append(("embedded", time.monotonic() - started))
+        except EmbedderBusy as exc:
+            assert "computations ahead" in exc.message and "CARI_EMBEDDING_QUERY_TIMEOUT_S" in (
+                exc.message
+            )
+            assert exc.retry_after is not None and exc.retry_after > embedder.max_wait_s
+            outcomes.append(("busy", time.monotonic() - started))
+
+    texts = ["Harga mobil baru mulai dari 200 juta rupiah." * 10] * 8
+    async with anyio.create_task_group() as group:
+        group.start_soon(embedder.embed_documents, texts)
+        await anyio.sleep(0.05)  # the batch is computing: queries must wait
+        for i in range(5):
+            group.start_soon(query, i)
+    assert sorted(what for what, _ in outcomes) == ["busy"] * 4 + ["embedded"]
+    assert all(took < 0.05 for what, took in outcomes if what == "busy"), outcomes
 
 
 def test_the_pool_sessions_carry_the_hnsw_settings(

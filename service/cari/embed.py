@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
@@ -176,6 +177,12 @@ class _Turns:
     def waiting_queries(self) -> int:
         return len(self._queries)
 
+    @property
+    def ahead(self) -> int:
+        """Computations a query asking now would wait for: the waiting queries and the one
+        running."""
+        return len(self._queries) + self._busy
+
     async def acquire(self, *, query: bool) -> None:
         if not self._busy:
             self._busy = True
@@ -209,6 +216,11 @@ class LocalEmbedder:
     query goes before waiting documents, and documents are computed `batch_size` texts at a
     time, so a search waits for at most one small computation, not an ingestion backlog; with
     `max_waiting_queries` queries already waiting, another is refused at once (EmbedderBusy).
+    So is one that would not be done within `max_wait_s` by the measured time of recent query
+    embeddings (a moving average) times the computations ahead of it and its own: at 16
+    clients on 2 cores the 64-place backlog never filled, queued questions waited past their
+    budget and failed after it, and those timeouts opened the circuit breaker although the
+    model was working (docs/benchmarks.md, "Serving scenarios").
 
     Threads: `threads` OpenMP threads (None: OpenMP's default, OMP_NUM_THREADS or every
     core). Between the many short parallel steps of one embedding an idle thread spins only
@@ -229,13 +241,20 @@ class LocalEmbedder:
     dimension = LOCAL_EMBEDDING_DIMENSION
 
     def __init__(
-        self, *, batch_size: int = 2, threads: int | None = None, max_waiting_queries: int = 64
+        self,
+        *,
+        batch_size: int = 2,
+        threads: int | None = None,
+        max_waiting_queries: int = 64,
+        max_wait_s: float | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self.batch_size = batch_size
         self.threads = threads
         self.max_waiting_queries = max_waiting_queries
+        self.max_wait_s = max_wait_s
+        self.query_s = 0.0  # moving average of a query embedding's computation; 0: none yet
         self._model: Any = None
         self._load_lock = threading.Lock()
         # Waiting callers queue on the turns (so they can be cancelled while waiting); the
@@ -249,6 +268,9 @@ class LocalEmbedder:
         return cls(
             threads=settings.embedding_threads,
             max_waiting_queries=settings.embedding_max_waiting_queries,
+            # Half the search's budget: the estimate is an average, and the rest of the search
+            # (retrieval, fusion, the answer) needs its share of the same seconds.
+            max_wait_s=settings.embedding_query_timeout_s / 2,
         )
 
     def _loaded(self) -> Any:
@@ -267,15 +289,36 @@ class LocalEmbedder:
     def _encode(self, texts: list[str], is_query: bool) -> Any:
         with self._compute_lock:
             model = self._loaded()
-            return model.query(texts) if is_query else model.passage(texts)
+            if not is_query:
+                return model.passage(texts)
+            started = time.perf_counter()
+            matrix = model.query(texts)
+            took = time.perf_counter() - started
+            self.query_s = took if not self.query_s else 0.8 * self.query_s + 0.2 * took
+            return matrix
 
-    async def _run(self, texts: list[str], *, is_query: bool) -> list[Vector]:
-        if is_query and self._turns.waiting_queries >= self.max_waiting_queries:
+    def _admit_query(self) -> None:
+        """Raise EmbedderBusy if the backlog is full or a query asking now would not be
+        embedded within `max_wait_s`."""
+        if self._turns.waiting_queries >= self.max_waiting_queries:
             raise EmbedderBusy(
                 f"the local embedder is busy: {self.max_waiting_queries} query embeddings "
                 "already wait (CARI_EMBEDDING_MAX_WAITING_QUERIES)",
                 retry_after=1,
             )
+        ahead = self._turns.ahead
+        expected = (ahead + 1) * self.query_s
+        if self.max_wait_s is not None and expected > self.max_wait_s:
+            raise EmbedderBusy(
+                f"the local embedder is busy: {ahead} computations ahead at "
+                f"~{self.query_s * 1000:.0f} ms each would take {expected:.1f} s, over the "
+                f"{self.max_wait_s:g} s a query may wait (half CARI_EMBEDDING_QUERY_TIMEOUT_S)",
+                retry_after=expected,
+            )
+
+    async def _run(self, texts: list[str], *, is_query: bool) -> list[Vector]:
+        if is_query:
+            self._admit_query()
         await self._turns.acquire(query=is_query)
         try:
             matrix = await anyio.to_thread.run_sync(self._encode, texts, is_query)

@@ -136,7 +136,8 @@ class Ingestor:
     ) -> list[np.ndarray | None] | None:
         """A vector per chunk in order (None: embedded later), or None when the embedder is
         down. Within a budget the texts go in slices sized from the rate so far, each to take
-        about `SLICE_S`, so the budget is overrun by one slice at most."""
+        about `SLICE_S`, and the slice in flight when the budget ends is abandoned: a hung
+        embedder (a 60 s timeout, retried) would otherwise hold the write for minutes."""
         texts = [store.embedding_text(c.title, c.content) for chunks in chunked for c in chunks]
         vectors: list[np.ndarray | None] = []
         started = time.monotonic()
@@ -146,7 +147,11 @@ class Ingestor:
                 if budget_s is not None and vectors and time.monotonic() - started >= budget_s:
                     break
                 begun = time.monotonic()
-                part = await embedder.embed_documents(texts[len(vectors) : len(vectors) + size])
+                left = float("inf") if budget_s is None else started + budget_s - begun
+                with anyio.move_on_after(left) as slice_scope:
+                    part = await embedder.embed_documents(texts[len(vectors) : len(vectors) + size])
+                if slice_scope.cancelled_caught:
+                    break
                 vectors.extend(part)
                 if budget_s is not None:
                     rate = len(part) / max(time.monotonic() - begun, 1e-3)

@@ -89,8 +89,11 @@ class QueryVectors:
             with anyio.fail_after(self.timeout_s):
                 vector = await self.embedder.embed_query(text)
         except TimeoutError:
+            # Retrying helps once the backlog that held this one is served (or the breaker
+            # answers at once): a budget's time later.
             failure = EmbedderUnavailable(
-                f"no query embedding within {self.timeout_s:g} s (CARI_EMBEDDING_QUERY_TIMEOUT_S)"
+                f"no query embedding within {self.timeout_s:g} s (CARI_EMBEDDING_QUERY_TIMEOUT_S)",
+                retry_after=self.timeout_s,
             )
             self._failed(failure, "timeout")
             raise failure from None
