@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 from litestar.testing import TestClient
 
-from cari.search.collection_rows import APPLICATION_NAME
+from cari.search.collection_rows import APPLICATION_NAME, CollectionRows
 from tests.conftest import app_client
 from tests.fake_openai import FakeOpenAI
 
@@ -40,14 +40,20 @@ def change_unannounced(dsn: str, statement: str) -> None:
         conn.execute(statement)
 
 
+def listening_with_faq(client: TestClient[Any]) -> CollectionRows:
+    """The app's collection rows, once they listen, and a collection "faq" of DOCS, top_k 5."""
+    rows: CollectionRows = client.app.state.searcher.collections
+    eventually(lambda: rows.listening, "never listened")
+    assert client.post("/v1/collections", json={"name": "faq", "top_k": 5}).status_code == 201
+    response = client.post("/v1/collections/faq/documents", json={"documents": DOCS})
+    assert response.status_code == 200, response.text
+    assert found(client) == 5
+    return rows
+
+
 def test_rows_are_kept_and_dropped_on_every_change(dsn: str, fake: FakeOpenAI) -> None:
     with app_client(dsn, fake) as client:
-        rows = client.app.state.searcher.collections
-        eventually(lambda: rows.listening, "never listened")
-        assert client.post("/v1/collections", json={"name": "faq", "top_k": 5}).status_code == 201
-        response = client.post("/v1/collections/faq/documents", json={"documents": DOCS})
-        assert response.status_code == 200, response.text
-        assert found(client) == 5
+        listening_with_faq(client)
 
         # Kept: a change nobody announces is not seen.
         change_unannounced(dsn, "UPDATE collections SET top_k = 1 WHERE name = 'faq'")
@@ -69,12 +75,7 @@ def test_rows_are_kept_and_dropped_on_every_change(dsn: str, fake: FakeOpenAI) -
 
 def test_unheard_announcements_mean_every_search_reads_its_row(dsn: str, fake: FakeOpenAI) -> None:
     with app_client(dsn, fake) as client:
-        rows = client.app.state.searcher.collections
-        eventually(lambda: rows.listening, "never listened")
-        assert client.post("/v1/collections", json={"name": "faq", "top_k": 5}).status_code == 201
-        response = client.post("/v1/collections/faq/documents", json={"documents": DOCS})
-        assert response.status_code == 200, response.text
-        assert found(client) == 5
+        rows = listening_with_faq(client)
 
         # The listening connection dies: what was kept is dropped, searches read again.
         with psycopg.connect(dsn, autocommit=True) as conn:
