@@ -46,9 +46,11 @@ _MAGNITUDE = (
     r"|thousand|million|billion|trillion|mio|mn|bn|tn|rb|jt|[kmbt]"
 )
 _SIGN = r"[-\u2212\u2013]"
-# Possessive: what follows a number never makes a shorter number of it, and the regexes stay
-# linear on long runs of digits and separators.
-_NUMBER = r"[0-9]++(?:[.,][0-9]++)*+"
+# Atomic: what follows a number never makes a shorter number of it, and the regexes stay
+# linear on long runs of digits and separators. An atomic group, not possessive quantifiers:
+# CPython before 3.11.3 (Debian 12's 3.11.2) fails a possessive repeat of a group holding a
+# repeat ("Rp. 250.000,-" did not parse there).
+_NUMBER = r"(?>[0-9]+(?:[.,][0-9]+)*)"
 _AMOUNT_SOURCE = (
     rf"(?P<sign>{_SIGN}\s*)?(?P<prefix>(?:rp\.?|idr|us\$|usd|\$|eur|€)\s*)?(?P<sign2>{_SIGN}\s*)?"
     rf"(?P<number>{_NUMBER})(?:\s*(?P<magnitude>{_MAGNITUDE}))?"
@@ -91,7 +93,7 @@ _TENOR_NUMBER = re.compile(r"[0-9]+(?:[.,][0-9](?![0-9]))?")
 
 def _tenor_list(max_digits: int) -> str:
     number = rf"(?>[0-9]{{1,{max_digits}}}(?:[.,][0-9](?![0-9]))?)"
-    return rf"(?P<list>{number}(?:{_TENOR_SEPARATOR}{number})*+)"
+    return rf"(?P<list>{number}(?>(?:{_TENOR_SEPARATOR}{number})*))"
 
 
 _TENOR_CUE_SOURCE = rf"(?<![\w.])(?:tenor|jangka\s+waktu)(?:-?nya)?(?!\w){_FILLERS}"
