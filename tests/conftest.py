@@ -32,8 +32,9 @@ from tests.fake_openai import FakeOpenAI
 # thread, which never waits (60 ms at load 8). On an idle machine one thread would make the suite
 # ~15 % slower, so it keeps its threads, which spin briefly and then sleep (cari.embed). Decided
 # before the model is loaded (on first use) and inherited by the `cari` subprocesses; a value
-# given from outside wins.
-BUSY = os.getloadavg()[0] > (os.cpu_count() or 1)
+# given from outside wins. Under pytest-xdist (scripts/test runs two workers) the workers share
+# the cores the same way, so each runs the model on one thread.
+BUSY = os.getloadavg()[0] > (os.cpu_count() or 1) or "PYTEST_XDIST_WORKER" in os.environ
 if BUSY:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
