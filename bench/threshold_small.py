@@ -28,7 +28,16 @@ from typing import Any
 from bench.database import fresh_runtime
 from bench.embedding_cache import CACHE_DIR, CachingEmbedder
 from bench.quality import DATASETS, corpus_records, default_language, load_qrels, load_queries
-from bench.threshold import THRESHOLD, Runs, off_topic, outcome, query_sets, replay, weighed
+from bench.threshold import (
+    THRESHOLD,
+    Runs,
+    collection_id,
+    off_topic,
+    outcome,
+    query_sets,
+    replay,
+    weighed,
+)
 from cari import collection
 from cari.ingest.formats import Section
 from cari.ingest.store import NewDocument
@@ -104,12 +113,9 @@ async def gather(folders: list[Path], questions: int, size: int) -> dict[str, An
             ids = {int(chunk): str(doc) for chunk, doc in await cur.fetchall()}
             for folder in folders:
                 began = time.perf_counter()
-                cur = await conn.execute(
-                    "SELECT id FROM collections WHERE name = %s", (folder.name,)
+                found = await fit.probe(
+                    conn, await collection_id(conn, folder.name), rt.embedder, settings
                 )
-                row = await cur.fetchone()
-                assert row is not None
-                found = await fit.probe(conn, int(row[0]), rt.embedder, settings)
                 assert found is not None
                 probes[folder.name] = asdict(found)
                 print(

@@ -18,6 +18,7 @@ from bench import load, search
 
 from cari.runtime import make_pool
 from cari.search import router
+from cari.settings import Settings
 from tests.conftest import cli_env, settings_for
 from tests.fake_openai import FakeOpenAI
 
@@ -65,21 +66,28 @@ def serving_processes() -> list[int]:
     return found
 
 
+async def load_tiny_corpus(dsn: str, settings: Settings) -> None:
+    """CHUNKS chunks of the tiny set's passages, with synthetic vectors, into `dsn`."""
+    base = np.random.default_rng(0).standard_normal((8, settings.embedding_dimension))
+    base = (base / np.linalg.norm(base, axis=1, keepdims=True)).astype(np.float32)
+    vectors, _ = search.synthetic_vectors(base, CHUNKS)
+    pool = make_pool(dsn, settings)
+    await pool.open(wait=True)
+    try:
+        await search.load_corpus(pool, settings, search.load_passages([TINY]), vectors)
+    finally:
+        await pool.close()
+
+
 def test_measures_every_cell_through_the_real_server(
     dsn: str, fake: FakeOpenAI, clean_env: dict[str, str], tmp_path: Path
 ) -> None:
     settings = settings_for(dsn, reembed_interval_s=0, statement_timeout_ms=0)
-    base = np.random.default_rng(0).standard_normal((8, settings.embedding_dimension))
-    base = (base / np.linalg.norm(base, axis=1, keepdims=True)).astype(np.float32)
-    vectors, _ = search.synthetic_vectors(base, CHUNKS)
     queries = search.load_queries(QUERIES, [TINY])
     assert len(queries) == QUERIES
 
     async def run() -> dict[str, object]:
-        pool = make_pool(dsn, settings)
-        await pool.open(wait=True)
-        await search.load_corpus(pool, settings, search.load_passages([TINY]), vectors)
-        await pool.close()
+        await load_tiny_corpus(dsn, settings)
         return await load.measure(
             dsn,
             queries,

@@ -10,13 +10,11 @@ import asyncio
 import json
 from pathlib import Path
 
-import numpy as np
 from bench import load, search, serving
 
-from cari.runtime import make_pool
 from tests.conftest import cli_env, settings_for
 from tests.fake_openai import FakeOpenAI
-from tests.test_bench_load import CHUNKS, QUERIES, TINY, serving_processes
+from tests.test_bench_load import QUERIES, TINY, load_tiny_corpus, serving_processes
 
 
 def test_summarize_on_hand_made_answers() -> None:
@@ -48,9 +46,6 @@ def test_every_scenario_through_real_processes(
     dsn: str, fake: FakeOpenAI, clean_env: dict[str, str], tmp_path: Path
 ) -> None:
     settings = settings_for(dsn, reembed_interval_s=0, statement_timeout_ms=0)
-    base = np.random.default_rng(0).standard_normal((8, settings.embedding_dimension))
-    base = (base / np.linalg.norm(base, axis=1, keepdims=True)).astype(np.float32)
-    vectors, _ = search.synthetic_vectors(base, CHUNKS)
     passages = search.load_passages([TINY])
     queries = search.load_queries(QUERIES, [TINY])
     env = {
@@ -69,10 +64,7 @@ def test_every_scenario_through_real_processes(
     )
 
     async def run() -> dict[str, object]:
-        pool = make_pool(dsn, settings)
-        await pool.open(wait=True)
-        await search.load_corpus(pool, settings, passages, vectors)
-        await pool.close()
+        await load_tiny_corpus(dsn, settings)
         return await serving.scenarios(dsn, env, args, passages, queries)
 
     found = asyncio.run(run())

@@ -104,13 +104,20 @@ def vector_index_statement(space: Space, table: str, settings: Settings) -> sql.
     """Build `space`'s HNSW index on `table` if it is missing, with the configured parameters."""
     return space.statement(
         "vector_indexes_create",
-        index=sql.Identifier(space.index_name(table)),
-        table=sql.Identifier(table),
-        ops=sql.SQL(f"{space.kind}_cosine_ops"),
-        m=sql.Literal(settings.hnsw_m),
-        ef_construction=sql.Literal(settings.hnsw_ef_construction),
+        **_index_fields(space, table, settings),
         memory=sql.Literal(f"{settings.index_build_memory_mb}MB"),
     )
+
+
+def _index_fields(space: Space, table: str, settings: Settings) -> dict[str, sql.Composable]:
+    """The fields both HNSW index statements are composed with: name, table, parameters."""
+    return {
+        "index": sql.Identifier(space.index_name(table)),
+        "table": sql.Identifier(table),
+        "ops": sql.SQL(f"{space.kind}_cosine_ops"),
+        "m": sql.Literal(settings.hnsw_m),
+        "ef_construction": sql.Literal(settings.hnsw_ef_construction),
+    }
 
 
 def vector_index_drop_statement(space: Space, table: str = "chunks") -> sql.Composed:
@@ -140,14 +147,7 @@ def vector_index_repair(
     INVALID): none, a concurrent build, or a drop of the invalid one before it."""
     if valid:
         return []
-    build = space.statement(
-        "vector_index_build",
-        index=sql.Identifier(space.index_name(table)),
-        table=sql.Identifier(table),
-        ops=sql.SQL(f"{space.kind}_cosine_ops"),
-        m=sql.Literal(settings.hnsw_m),
-        ef_construction=sql.Literal(settings.hnsw_ef_construction),
-    )
+    build = space.statement("vector_index_build", **_index_fields(space, table, settings))
     return [build] if valid is None else [vector_index_drop_concurrently(space, table), build]
 
 
