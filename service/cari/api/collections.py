@@ -71,7 +71,9 @@ class CollectionsController(Controller):
     async def create(
         self, conn: Conn, state: State, data: Annotated[CollectionCreate, Body(examples=[NEW])]
     ) -> Collection:
-        return await collections.create(conn, data, state.settings)
+        created = await collections.create(conn, data, state.settings)
+        state.searcher.collections.forget()
+        return created
 
     @get(
         "/",
@@ -103,10 +105,13 @@ class CollectionsController(Controller):
     async def update(
         self,
         conn: Conn,
+        state: State,
         collection: CollectionName,
         data: Annotated[CollectionUpdate, Body(examples=[CHANGE])],
     ) -> Collection:
-        return await collections.update(conn, collection, data)
+        updated = await collections.update(conn, collection, data)
+        state.searcher.collections.forget()
+        return updated
 
     @delete(
         "/{collection:str}",
@@ -115,5 +120,6 @@ class CollectionsController(Controller):
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
     )
-    async def delete(self, conn: Conn, collection: CollectionName) -> None:
+    async def delete(self, conn: Conn, state: State, collection: CollectionName) -> None:
         await collections.delete(conn, collection)
+        state.searcher.collections.forget()

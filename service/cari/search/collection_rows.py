@@ -68,11 +68,11 @@ class CollectionRows:
                     self._dsn, autocommit=True, application_name=APPLICATION_NAME
                 ) as conn:
                     await conn.execute(query("collections_listen"))
-                    self._forget()
+                    self.forget()
                     self._listening = True
                     wait = RETRY_S[0]
                     async for _ in conn.notifies():
-                        self._forget()
+                        self.forget()
             except psycopg.Error as exc:
                 if self._listening:
                     log.warning(
@@ -82,11 +82,13 @@ class CollectionRows:
                     )
             finally:
                 self._listening = False
-                self._forget()
+                self.forget()
             await anyio.sleep(wait)
             wait = min(2 * wait, RETRY_S[1])
 
-    def _forget(self) -> None:
+    def forget(self) -> None:
+        """Drop every kept row. Also called after this process changes a collection, so that its
+        next search reads the change without waiting for the announcement."""
         self._changes += 1
         self._rows.clear()
 
