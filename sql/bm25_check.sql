@@ -1,5 +1,7 @@
 -- Recount a collection's BM25 postings and statistics from its chunks and count what differs
--- from the stored ones: one row per kind, all zeros when everything is exact.
+-- from the stored ones: one row per kind, all zeros when everything is exact. The stored
+-- postings are the delta's and, with the extension, the packed blocks' less the dead chunks;
+-- a block that does not decode is an error naming it.
 WITH target AS (
     SELECT id
     FROM collections WHERE name = %(name)s
@@ -22,7 +24,7 @@ WITH target AS (
     FROM counted AS c JOIN lengths AS l USING (chunk_id)
 ), stored_postings AS (
     SELECT p.chunk_id, p.lexeme, p.tf_title, p.tf_body, p.len_title, p.len_body
-    FROM target AS t JOIN postings AS p ON p.collection_id = t.id
+    FROM target AS t CROSS JOIN LATERAL bm25_stored_postings(t.id) AS p
 ), expected_terms AS (
     SELECT lexeme, count(*) AS df FROM counted GROUP BY lexeme
 ), stored_terms AS (

@@ -139,8 +139,23 @@ async def external_ids(conn: AConn) -> dict[int, str]:
 
 
 async def keyword(conn: AConn, ref: CollectionRef, text: str, k: int = 10) -> list[Any]:
-    found = await bm25.search(conn, ref.id, text, candidates=k, filters=NO_FILTERS, params={})
+    """The top k by the database's engine; with the extension, everything written is folded
+    into blocks first, so these tests check the C walker (and the SQL statement elsewhere)."""
+    found = await bm25.search(
+        conn,
+        ref.id,
+        text,
+        candidates=k,
+        filters=NO_FILTERS,
+        params={},
+        engine=await folded_engine(conn, ref),
+    )
     return found.candidates
+
+
+async def folded_engine(conn: AConn, ref: CollectionRef) -> bm25.Engine:
+    await store.compact_statistics(conn, ref, fold_postings=1)
+    return await bm25.installed_engine(conn)
 
 
 @pytest.mark.parametrize("k3", [0.0, 1.2, 1000.0])
@@ -195,7 +210,13 @@ def test_filters_keep_the_ranking_of_what_passes(dsn: str) -> None:
         for q in queries:
             everything = await keyword(conn, ref, q, k=len(docs))
             found = await bm25.search(
-                conn, ref.id, q, candidates=10, filters=fragment, params=params
+                conn,
+                ref.id,
+                q,
+                candidates=10,
+                filters=fragment,
+                params=params,
+                engine=await folded_engine(conn, ref),
             )
             expected = [c for c in everything if owner[c.chunk_id] in kept][:10]
             assert [round(c.score, 9) for c in found.candidates] == [

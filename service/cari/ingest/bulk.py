@@ -169,10 +169,12 @@ async def _ingest(
 
 
 async def _compact(ingestor: Ingestor, collection: str) -> None:
-    """Fold the collection's statistics deltas; a failure only leaves them for the next fold."""
+    """Fold the collection's statistics deltas and its delta postings (into packed blocks, with
+    the extension); a failure only leaves them for the next fold."""
     try:
         async with ingestor.pool.connection() as conn:
-            await store.compact_statistics(conn, await store.collection_ref(conn, collection))
+            ref = await store.collection_ref(conn, collection)
+            await store.compact_statistics(conn, ref, fold_postings=1)
     except (CariError, psycopg.Error, PoolTimeout) as exc:
         log.warning("folding the BM25 statistics deltas failed, left for later: %s", exc)
 

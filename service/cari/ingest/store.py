@@ -31,6 +31,10 @@ COPY_ROWS = 500
 # Tries at folding the statistics deltas while another compaction of the collection runs.
 COMPACT_ATTEMPTS = 5
 COMPACT_RETRY_S = 0.02
+# Delta postings a collection gathers before a write folds them into packed blocks (with the
+# `cari_bm25` extension): keyword searches sum the delta in SQL, so it stays small, while each
+# fold rewrites the last block of every lexeme it touches, so it does not run on every write.
+FOLD_POSTINGS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,11 +228,16 @@ def _chunk_rows(
             )
 
 
-async def compact_statistics(conn: Conn, collection: CollectionRef) -> None:
-    """Fold the BM25 statistics deltas of committed writes into their base tables.
+async def compact_statistics(
+    conn: Conn, collection: CollectionRef, *, fold_postings: int = FOLD_POSTINGS
+) -> None:
+    """Fold the BM25 statistics deltas of committed writes into their base tables, then the
+    delta postings into packed blocks once there are `fold_postings` of them (the extension's
+    engine only; 1: whatever there is, as a bulk load does at its end).
 
     Writers only append deltas (no hot rows); folding them keeps the reads short. Inside an
     outer transaction the deltas are not committed yet, so that transaction's owner does it.
+    A fold that gives way to a writer leaves the delta for the next one: reads stay exact.
     """
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         return
@@ -239,8 +248,11 @@ async def compact_statistics(conn: Conn, collection: CollectionRef) -> None:
         cur = await conn.execute(query("bm25_compact"), {"collection_id": collection.id})
         row = await cur.fetchone()
         if row is None or row[0]:
-            return
+            break
         await anyio.sleep(COMPACT_RETRY_S)
+    await conn.execute(
+        query("bm25_fold"), {"collection_id": collection.id, "min_postings": fold_postings}
+    )
 
 
 async def _language_oids(conn: Conn, names: set[str | None]) -> dict[str | None, int]:

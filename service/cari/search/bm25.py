@@ -1,20 +1,26 @@
-"""Keyword retrieval: Okapi BM25 computed in PostgreSQL over the `postings` table.
+"""Keyword retrieval: exact Okapi BM25 in PostgreSQL, by one of two engines.
 
-`search_keyword.sql` reads every posting of the query's lexemes and sums them per chunk: exact
-BM25. (A threshold algorithm over impact-ordered postings was measured slower at 100k chunks:
-completing its candidates by index probes cost more than reading the lists; docs/bm25.md.)
+- `cari_bm25` (the extension, when the database has it): `search_keyword_blocks.sql` walks the
+  packed posting blocks in C with block-max pruning and sums the few postings written since the
+  last fold in SQL.
+- `sql` (the fallback): `search_keyword.sql` reads every posting of the query's lexemes from
+  the `postings` table and sums them per chunk. It is also the oracle the tests compare the
+  extension with. (A threshold algorithm over impact-ordered postings was measured slower
+  than it at 100k chunks; docs/bm25.md.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from psycopg import sql
 
 from cari.queries import query
 from cari.search.fusion import Candidate
+
+Engine = Literal["sql", "cari_bm25"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,16 +37,30 @@ async def search(
     candidates: int,
     filters: sql.Composable,
     params: dict[str, Any],
+    engine: Engine,
 ) -> KeywordResult:
     """The best `candidates` chunks by BM25, with their scores."""
+    filtered = filters != sql.SQL("")
     where = (
         sql.SQL("WHERE EXISTS (SELECT FROM chunks AS c WHERE c.id = heads.chunk_id{})").format(
             filters
         )
-        if filters != sql.SQL("")
+        if filtered
         else filters
     )
-    statement = sql.SQL(query("search_keyword")).format(filters=where)
+    if engine == "sql":
+        statement = sql.SQL(query("search_keyword")).format(filters=where)
+    else:
+        # The ids the filters allow, computed once, for the walker to skip the rest.
+        allowed = (
+            sql.SQL(
+                "ARRAY(SELECT c.id FROM chunks AS c"
+                " WHERE c.collection_id = %(collection_id)s{} ORDER BY c.id)"
+            ).format(filters)
+            if filtered
+            else sql.SQL("NULL::bigint[]")
+        )
+        statement = sql.SQL(query("search_keyword_blocks")).format(filters=where, allowed=allowed)
     cur = await conn.execute(
         statement,
         {**params, "collection_id": collection_id, "query": text, "candidates": candidates},
@@ -48,3 +68,9 @@ async def search(
     rows = await cur.fetchall()
     found = [Candidate(int(r[0]), float(r[1])) for r in rows]
     return KeywordResult(found, int(rows[0][2]) if rows else 0)
+
+
+async def installed_engine(conn: psycopg.AsyncConnection[Any]) -> Engine:
+    """The engine this database serves keyword search with: the extension where installed."""
+    cur = await conn.execute(query("keyword_engine"))
+    return "cari_bm25" if await cur.fetchone() is not None else "sql"

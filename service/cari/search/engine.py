@@ -212,6 +212,9 @@ class Searcher:
         self.embedders = embedders
         self.collections = collections  # kept while a serving process listens (the app)
         self._models: dict[str | None, _Model] = {}
+        # The keyword engine the database serves with, read on the first keyword search: the
+        # extension is created when the process starts, before any search.
+        self.keyword_engine: bm25.Engine | None = None
         default = self._model(None)
         self.vectors = default.vectors  # the default embedder's, which metrics report
         self.router = default.router
@@ -487,6 +490,8 @@ class Searcher:
         params: dict[str, Any],
     ) -> bm25.KeywordResult:
         async with pool.connection() as conn:
+            if self.keyword_engine is None:
+                self.keyword_engine = await bm25.installed_engine(conn)
             return await bm25.search(
                 conn,
                 collection.id,
@@ -494,6 +499,7 @@ class Searcher:
                 candidates=params["candidates"],
                 filters=filters,
                 params=params,
+                engine=self.keyword_engine,
             )
 
     async def _vector(
@@ -593,6 +599,7 @@ class Searcher:
                 "source": first.scale_source,
             },
             "candidates": {"requested": plan.candidates},
+            "keyword_engine": self.keyword_engine,  # None: no keyword search ran yet
             "ef_search": {"requested": plan.ef_search, "applied": first.applied_ef},
             "query_vector_cached": bool(embedded) and all(p.cached for p in embedded),
             "filters": request.filters or {},

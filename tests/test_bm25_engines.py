@@ -1,0 +1,271 @@
+"""The `cari_bm25` extension's keyword search against the SQL statement, on the same data.
+
+The oracle is `search_keyword.sql`, the SQL engine, reading every posting wherever it is stored:
+on a connection where a temporary view named `postings` (found before the table on the search
+path) adds the packed blocks' postings, less the dead chunks, to the delta's. Both engines must
+return the same chunks in the same order with the same scores, whatever the state of the
+collection: all in the delta, all folded, folded then written, replaced and deleted, with
+several languages, titles, synonyms, typo corrections, filters and candidates.
+
+Where the server has no extension these tests skip, unless CARI_REQUIRE_BM25_EXTENSION is set
+(CI sets it: there the extension must be built and both engines compared).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from cari import collection, synonyms
+from cari.collection import CollectionCreate
+from cari.ingest.store import (
+    CollectionRef,
+    collection_ref,
+    compact_statistics,
+    delete_document,
+    write_documents,
+)
+from cari.queries import query
+from cari.search import bm25
+from cari.search.filters import compile_filters
+from cari.settings import Settings
+from tests.test_bm25 import WORDS, connect, corpus, prepared
+
+AConn = psycopg.AsyncConnection[Any]
+SETTINGS = Settings(_env_file=None)  # type: ignore[call-arg]
+DATASETS = Path(__file__).resolve().parents[2] / "shared" / "eval" / "datasets"
+NO_FILTERS = sql.SQL("")
+
+# Every posting of the database, wherever it is stored: what the SQL statement reads as
+# `postings` on a connection that has this view.
+ORACLE_VIEW = """
+CREATE TEMP VIEW postings AS
+SELECT p.collection_id, p.lexeme, p.chunk_id, p.tf_title, p.tf_body, p.len_title, p.len_body
+FROM public.postings AS p
+UNION ALL
+SELECT b.collection_id, b.lexeme, u.chunk_id, u.tf_title::smallint, u.tf_body::smallint,
+       u.len_title, u.len_body
+FROM bm25_blocks AS b CROSS JOIN LATERAL bm25_unpack(b.data) AS u
+WHERE NOT EXISTS (SELECT FROM bm25_dead AS d
+                  WHERE d.collection_id = b.collection_id AND d.chunk_id = u.chunk_id)
+"""
+
+
+@pytest.fixture
+def ext_dsn(dsn: str) -> Iterator[str]:
+    """A fresh migrated database with the extension, or a skip where the server has none."""
+    with psycopg.connect(dsn) as conn:
+        installed = conn.execute(query("keyword_engine")).fetchone() is not None
+    if not installed:
+        if os.environ.get("CARI_REQUIRE_BM25_EXTENSION"):
+            pytest.fail("the cari_bm25 extension is not installed in the test database")
+        pytest.skip("the server has no cari_bm25 extension (no C compiler?)")
+    yield dsn
+
+
+async def fold(conn: AConn, ref: CollectionRef) -> None:
+    await compact_statistics(conn, ref, fold_postings=1)
+    cur = await conn.execute("SELECT count(*) FROM postings WHERE collection_id = %s", (ref.id,))
+    row = await cur.fetchone()
+    assert row is not None and row[0] == 0, "the fold left postings in the delta"
+
+
+async def both(
+    conn: AConn,
+    oracle: AConn,
+    ref: CollectionRef,
+    text: str,
+    *,
+    candidates: int,
+    filters: sql.Composable = NO_FILTERS,
+    params: dict[str, Any] | None = None,
+) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    args: dict[str, Any] = {"candidates": candidates, "filters": filters, "params": params or {}}
+    packed = await bm25.search(conn, ref.id, text, engine="cari_bm25", **args)
+    summed = await bm25.search(oracle, ref.id, text, engine="sql", **args)
+    return (
+        [(c.chunk_id, c.score) for c in packed.candidates],
+        [(c.chunk_id, c.score) for c in summed.candidates],
+    )
+
+
+def assert_same(got: list[tuple[int, float]], expected: list[tuple[int, float]], what: str) -> None:
+    """Same scores in the same order; the same chunks except where scores tie (to 1e-9), where
+    the sums' order of additions may differ in the last bit."""
+    assert len(got) == len(expected), what
+    for (gid, gscore), (eid, escore) in zip(got, expected, strict=True):
+        assert gscore == pytest.approx(escore, rel=1e-9, abs=1e-12), what
+        if gid != eid:
+            tied = {i for i, s in expected if s == pytest.approx(gscore, rel=1e-9)}
+            assert gid in tied, what
+
+
+async def oracle_connection(dsn: str) -> AConn:
+    conn = await connect(dsn)
+    await conn.execute(ORACLE_VIEW)
+    return conn
+
+
+def test_the_extension_equals_the_sql_statement_in_every_state(ext_dsn: str) -> None:
+    """Several languages, titles, synonyms and typo corrections; compared all in the delta,
+    folded, and folded then added to, replaced and deleted; with filters and candidates."""
+    rng = random.Random(38)
+    docs = corpus(38, 400)
+    spec = CollectionCreate(name="engines", language="english", typo_weight=0.7)
+    queries = [" ".join(rng.sample(WORDS, rng.randint(1, 7))) for _ in range(40)]
+    queries += ["pressures flowing", "turbulnt boundari layer", "wing heat transfer", "lift lift"]
+    kept = {d[0] for d in docs[::4]}
+    fragment, filter_params = compile_filters({"document_ids": sorted(kept)})
+
+    async def compare(conn: AConn, oracle: AConn, ref: CollectionRef, state: str) -> None:
+        for text in queries:
+            for candidates in (1, 10, 40):
+                got, expected = await both(conn, oracle, ref, text, candidates=candidates)
+                assert_same(got, expected, f"{state}: {text!r} top {candidates}")
+            got, expected = await both(
+                conn, oracle, ref, text, candidates=10, filters=fragment, params=filter_params
+            )
+            assert_same(got, expected, f"{state}: {text!r} filtered")
+
+    async def run() -> None:
+        async with await connect(ext_dsn) as conn, await oracle_connection(ext_dsn) as oracle:
+            await collection.create(conn, spec, SETTINGS)
+            ref = await collection_ref(conn, spec.name)
+            rules = ["flow, stream", "wing => airfoil, blade", "heat transfer => conduction"]
+            await synonyms.replace(conn, spec.name, synonyms.Synonyms(rules=rules))
+            languages = ["english", "simple", "indonesian", None]
+            await write_documents(
+                conn,
+                ref,
+                [prepared(*d, language=languages[i % 4]) for i, d in enumerate(docs)],
+                compact=False,
+            )
+            await compare(conn, oracle, ref, "all in the delta")
+            await fold(conn, ref)
+            await compare(conn, oracle, ref, "folded")
+            # New documents (appended), replaced ones (dead in the blocks, new in the delta)
+            # and deleted ones.
+            changed = [prepared(f"d{i}", *corpus(900 + i, 1)[0][1:]) for i in range(0, 400, 7)]
+            fresh = [prepared(f"n{i}", *corpus(700 + i, 1)[0][1:]) for i in range(30)]
+            await write_documents(conn, ref, changed + fresh, compact=False)
+            for i in range(3, 400, 11):
+                await delete_document(conn, ref, f"d{i}")
+            await compare(conn, oracle, ref, "folded, then written")
+            await fold(conn, ref)
+            await compare(conn, oracle, ref, "folded again")
+            cur = await conn.execute("SELECT count(*) FROM bm25_dead")
+            assert (await cur.fetchone()) == (0,)
+            assert await collection.keyword_index_differences(conn, spec.name) == {
+                "postings": 0,
+                "document frequencies": 0,
+                "sizes": 0,
+            }
+
+    asyncio.run(run())
+
+
+def records(dataset: str) -> list[dict[str, str]]:
+    with (DATASETS / dataset / "corpus.jsonl").open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def questions(dataset: str, split: str, limit: int) -> list[str]:
+    wanted = {
+        line.split("\t")[0]
+        for line in (DATASETS / dataset / "qrels" / f"{split}.tsv").read_text().splitlines()[1:]
+    }
+    with (DATASETS / dataset / "queries.jsonl").open(encoding="utf-8") as f:
+        found = [json.loads(line) for line in f]
+    return [q["text"] for q in found if q["_id"] in wanted][:limit]
+
+
+@pytest.mark.parametrize(
+    ("dataset", "language", "split", "limit"),
+    [("cranfield", "english", "test", 225), ("tydiqa-goldp-id", "indonesian", "dev", 120)],
+)
+def test_the_extension_equals_the_sql_statement_on_real_questions(
+    ext_dsn: str, dataset: str, language: str, split: str, limit: int
+) -> None:
+    """A real corpus folded, then a tenth of it written again into the delta: every question
+    of the set (TyDi: the first of its dev split) ranks the same by both engines."""
+    docs = records(dataset)
+    texts = questions(dataset, split, limit)
+    spec = CollectionCreate(name="real", language=language)
+
+    async def run() -> None:
+        async with await connect(ext_dsn) as conn, await oracle_connection(ext_dsn) as oracle:
+            await collection.create(conn, spec, SETTINGS)
+            ref = await collection_ref(conn, spec.name)
+            batch = [prepared(d["_id"], d.get("title", ""), d["text"]) for d in docs]
+            for start in range(0, len(batch), 500):
+                await write_documents(conn, ref, batch[start : start + 500], compact=False)
+            await fold(conn, ref)
+            again = [prepared(d["_id"], "", d["text"] + " " + d.get("title", "")) for d in docs]
+            await write_documents(conn, ref, again[::10], compact=False)
+            await compact_statistics(conn, ref, fold_postings=10**9)
+            for text in texts:
+                for candidates in (10, 40):
+                    got, expected = await both(conn, oracle, ref, text, candidates=candidates)
+                    assert_same(got, expected, f"{text!r} top {candidates}")
+
+    asyncio.run(run())
+
+
+def test_concurrent_writers_and_folds_stay_exact(ext_dsn: str) -> None:
+    """Four writers add, replace and delete while folds run beside them: afterwards a recount
+    finds the blocks, the delta and the statistics exact, and both engines agree."""
+    spec = CollectionCreate(name="busy", language="english")
+    rng = random.Random(7)
+
+    async def writer(seed: int) -> None:
+        local = random.Random(seed)
+        async with await connect(ext_dsn) as conn:
+            ref = await collection_ref(conn, "busy")
+            for step in range(20):
+                ids = local.sample(range(80), 8)
+                docs = [prepared(f"d{i}", *corpus(seed * 100 + step + i, 1)[0][1:]) for i in ids]
+                await write_documents(conn, ref, docs, compact=False)
+                if step % 4 == 3:
+                    try:
+                        await delete_document(conn, ref, f"d{local.randrange(80)}")
+                    except Exception as exc:  # someone else deleted it first
+                        assert "does not exist" in str(exc)
+
+    async def folder(stop: asyncio.Event) -> None:
+        async with await connect(ext_dsn) as conn:
+            ref = await collection_ref(conn, "busy")
+            while not stop.is_set():
+                await compact_statistics(conn, ref, fold_postings=1)
+                await asyncio.sleep(0.01)
+
+    async def run() -> None:
+        async with await connect(ext_dsn) as conn:
+            await collection.create(conn, spec, SETTINGS)
+        stop = asyncio.Event()
+        folding = asyncio.create_task(folder(stop))
+        await asyncio.gather(*(writer(rng.randrange(1000) * 10 + n) for n in range(4)))
+        stop.set()
+        await folding
+        async with await connect(ext_dsn) as conn, await oracle_connection(ext_dsn) as oracle:
+            ref = await collection_ref(conn, "busy")
+            assert await collection.keyword_index_differences(conn, "busy") == {
+                "postings": 0,
+                "document frequencies": 0,
+                "sizes": 0,
+            }
+            cur = await conn.execute("SELECT count(*) FROM bm25_blocks")
+            assert ((await cur.fetchone()) or (0,))[0] > 0
+            for text in [" ".join(rng.sample(WORDS, 3)) for _ in range(20)]:
+                got, expected = await both(conn, oracle, ref, text, candidates=10)
+                assert_same(got, expected, text)
+
+    asyncio.run(run())
