@@ -16,7 +16,8 @@ tsvectors on delete, since a folded chunk has no posting rows left to count from
 `bm25_fold(collection)` moves the delta into blocks in one transaction: it rewrites only the
 blocks the changed chunk ids fall in (appends: the lexeme's last block). It gives way to
 writers: it waits at most `lock_timeout` for a row a writer holds and then folds nothing,
-so a writer never loses a deadlock to it.
+so a writer never loses a deadlock to it. Deleting a collection first waits for its compaction
+or fold (which then skip it), so neither loses a deadlock to the other either.
 
 Revision ID: 0014
 Revises: 0013
@@ -96,6 +97,26 @@ def upgrade() -> None:
         """
     )
     op.execute(_collections_deleted(blocks=True))
+    # A collection being deleted first waits for its compaction or fold and keeps new ones out
+    # (they try the lock and skip): they touch the statistics and postings rows the delete
+    # clears in another order, and a write's compaction used to lose a deadlock to it. Before
+    # the row goes, so before its chunks cascade.
+    op.execute(
+        """
+        CREATE FUNCTION bm25_collection_deleting() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_advisory_xact_lock(417004, (OLD.id % 2147483647)::integer);
+            RETURN OLD;
+        END
+        $$
+        """
+    )
+    op.execute(
+        """
+        CREATE TRIGGER bm25_collection_deleting BEFORE DELETE ON collections
+        FOR EACH ROW EXECUTE FUNCTION bm25_collection_deleting()
+        """
+    )
     # Every posting of a collection, wherever it is stored: the delta, and (with the extension)
     # the blocks less the dead chunks. `cari bm25 check` compares it with a recount.
     op.execute(
@@ -237,6 +258,8 @@ def downgrade() -> None:
                             AND p.lexeme = s.lexeme)
         """
     )
+    op.execute("DROP TRIGGER bm25_collection_deleting ON collections")
+    op.execute("DROP FUNCTION bm25_collection_deleting()")
     op.execute(_unindex(blocks=False))
     op.execute(_collections_deleted(blocks=False))
     op.execute(_rebuild(blocks=False))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -25,6 +26,8 @@ Conn = psycopg.AsyncConnection[Any]
 Status = Literal["created", "updated", "unchanged"]
 
 CHUNK_COLUMN_TYPES = ["int8", "int8", "int4", "text", "text", "jsonb", "oid", "int4", "vector"]
+log = logging.getLogger(__name__)
+
 # Chunks per COPY statement: ~2 s of trigger and index work on an idle 2-core machine, far
 # below the default statement timeout even when the machine is busy.
 COPY_ROWS = 500
@@ -165,39 +168,46 @@ async def write_documents(
     batch = sorted(batch, key=lambda p: p.document.external_id)
     statuses: dict[str, Status] = {p.document.external_id: "unchanged" for p in batch}
     languages = await _language_oids(conn, {p.document.language for p in batch} - {None})
-    async with conn.transaction():
-        if not await embedder_unchanged(conn, collection):
-            # Moved to another embedder since these were embedded: stored without vectors, the
-            # server's re-embedding gives them the new model's.
-            batch = [Prepared(p.document, p.chunks, None) for p in batch]
-        cur = await conn.execute(
-            query("documents_upsert"),
-            {
-                "collection_id": collection.id,
-                "external_ids": [p.document.external_id for p in batch],
-                "titles": [p.document.title for p in batch],
-                "sources": [p.document.source for p in batch],
-                "metadata": [Jsonb(p.document.metadata) for p in batch],
-                "content_hashes": [p.document.content_hash for p in batch],
-            },
-        )
-        written: dict[str, int] = {}
-        replaced: list[int] = []
-        for external_id, document_id, created in await cur.fetchall():
-            written[external_id] = document_id
-            statuses[external_id] = "created" if created else "updated"
-            if not created:
-                replaced.append(document_id)
-        if replaced:
-            await conn.execute(query("documents_chunks_delete"), {"document_ids": replaced})
-        if not written:
-            return statuses
-        rows = list(_chunk_rows(collection, batch, written, languages))
-        for start in range(0, len(rows), COPY_ROWS):
-            async with conn.cursor().copy(query("chunks_copy")) as copy:
-                copy.set_types(CHUNK_COLUMN_TYPES)
-                for row in rows[start : start + COPY_ROWS]:
-                    await copy.write_row(row)
+    try:
+        async with conn.transaction():
+            if not await embedder_unchanged(conn, collection):
+                # Moved to another embedder since these were embedded: stored without vectors, the
+                # server's re-embedding gives them the new model's.
+                batch = [Prepared(p.document, p.chunks, None) for p in batch]
+            cur = await conn.execute(
+                query("documents_upsert"),
+                {
+                    "collection_id": collection.id,
+                    "external_ids": [p.document.external_id for p in batch],
+                    "titles": [p.document.title for p in batch],
+                    "sources": [p.document.source for p in batch],
+                    "metadata": [Jsonb(p.document.metadata) for p in batch],
+                    "content_hashes": [p.document.content_hash for p in batch],
+                },
+            )
+            written: dict[str, int] = {}
+            replaced: list[int] = []
+            for external_id, document_id, created in await cur.fetchall():
+                written[external_id] = document_id
+                statuses[external_id] = "created" if created else "updated"
+                if not created:
+                    replaced.append(document_id)
+            if replaced:
+                await conn.execute(query("documents_chunks_delete"), {"document_ids": replaced})
+            if not written:
+                return statuses
+            rows = list(_chunk_rows(collection, batch, written, languages))
+            for start in range(0, len(rows), COPY_ROWS):
+                async with conn.cursor().copy(query("chunks_copy")) as copy:
+                    copy.set_types(CHUNK_COLUMN_TYPES)
+                    for row in rows[start : start + COPY_ROWS]:
+                        await copy.write_row(row)
+    except psycopg.errors.ForeignKeyViolation as exc:
+        # The collection was deleted after it was looked up: what the caller must hear is
+        # that it does not exist (404), not an internal error.
+        if exc.diag.table_name in ("documents", "chunks"):
+            raise NotFound(f"collection '{collection.name}' does not exist") from exc
+        raise
     if compact:
         await compact_statistics(conn, collection)
     return statuses
@@ -241,6 +251,16 @@ async def compact_statistics(
     """
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         return
+    try:
+        await _compact(conn, collection, fold_postings)
+    except psycopg.Error as exc:
+        # The write committed before this: it must not be reported as failed because the
+        # upkeep after it did (a deadlock with a collection being deleted, a lost connection).
+        # The deltas stay for the next compaction; reads are exact either way.
+        log.warning("BM25 upkeep of collection %s left for later: %s", collection.id, exc)
+
+
+async def _compact(conn: Conn, collection: CollectionRef, fold_postings: int) -> None:
     # A compaction that is running may have started before this write committed and so leave
     # its deltas behind: wait for it briefly and fold them, rather than leave them pending until
     # the next write (reads stay exact either way; a rebuild holds the lock longer: give up).
