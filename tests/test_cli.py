@@ -313,3 +313,37 @@ def test_database_failures_read_as_the_api_says_them(monkeypatch: pytest.MonkeyP
     with pytest.raises(click.ClickException) as gone_error:
         gone()
     assert gone_error.value.message == "database unavailable"
+
+
+BATCH_PRIORITY = """
+import os, psutil
+from cari.cli.common import run, settings
+
+async def work(rt):
+    async with rt.pool.connection() as conn:
+        cur = await conn.execute("SELECT pg_backend_pid()")
+        backend = (await cur.fetchone())[0]
+    return os.nice(0), psutil.Process(backend).nice()
+
+print(*run(work, settings(), batch=True), os.nice(0))
+"""
+
+
+@pytest.mark.parametrize(("niceness", "lowered"), [(None, 10), ("0", 0), ("3", 3)])
+def test_a_batch_job_yields_the_cpu_but_its_database_does_not(
+    dsn: str, clean_env: dict[str, str], niceness: str | None, lowered: int
+) -> None:
+    """`cari ingest`, `reembed` and `refit` run at CARI_BATCH_NICENESS (10 by default) once the
+    database is up; the database's own processes keep their priority."""
+    env = {**clean_env, "DATABASE_URL": dsn}
+    if niceness is not None:
+        env["CARI_BATCH_NICENESS"] = niceness
+    done = subprocess.run(
+        [sys.executable, "-c", BATCH_PRIORITY], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    work, backend, after = map(int, done.stdout.split())
+    start = os.nice(0)
+    assert (work, after) == (start + lowered, start + lowered)
+    if lowered:
+        assert backend < work  # the server's backend was not lowered with the command

@@ -147,6 +147,14 @@ class Settings(BaseSettings):
         le=1024,
         description="Threads the local model embeds documents with; unset: OpenMP's default.",
     )
+    batch_niceness: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="Scheduling niceness `cari ingest`, `cari reembed` and `cari refit` run at, "
+        "so that a `cari serve` on the same machine keeps the CPU for questions; 0: the same "
+        "priority as everything else.",
+    )
     embedding_max_waiting_queries: int = Field(default=64, ge=1, le=100_000)
     embedding_query_timeout_s: float = Field(
         default=2.0, gt=0, description="Longest a search waits for its query's embedding."

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from functools import wraps
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -70,13 +71,21 @@ def migrated_database(settings: Settings) -> str:
     return dsn
 
 
-def run(work: Callable[[Runtime], Awaitable[R]], config: Settings | None = None) -> R:
-    """`work` in a runtime on the migrated database, closed when it returns."""
+def run(
+    work: Callable[[Runtime], Awaitable[R]], config: Settings | None = None, *, batch: bool = False
+) -> R:
+    """`work` in a runtime on the migrated database, closed when it returns. A `batch` job
+    (ingest, re-embed, refit) runs at `CARI_BATCH_NICENESS` from then on, so that a serving
+    process on the same machine keeps the CPU for questions; lowered only once the database is
+    up, so an embedded server this command starts keeps the normal priority."""
     from cari.runtime import check, open_runtime
 
     config = config or settings()
     check(config)  # before the embedded server may be started for nothing
     dsn = migrated_database(config)
+    if batch and config.batch_niceness:
+        # Threads started from now on (the local model's OpenMP pool) inherit it.
+        os.nice(config.batch_niceness)
 
     async def main() -> R:
         async with open_runtime(config, dsn=dsn) as rt:

@@ -101,7 +101,7 @@ def ingest(
             click.echo(f"fitted the relevance scale of '{collection}' to its content", err=True)
         return tally
 
-    if run(work, config).failures:
+    if run(work, config, batch=True).failures:
         raise SystemExit(1)
 
 
@@ -142,7 +142,7 @@ def reembed(collection: str | None, everything: bool, embedder: str | None) -> N
                 batch_size=rt.settings.embedding_batch_size,
             )
 
-        count = run(move)
+        count = run(move, batch=True)
         click.echo(f"embedded {count} chunks and items; {collection} now uses {embedder}")
         return
 
@@ -162,7 +162,7 @@ def reembed(collection: str | None, everything: bool, embedder: str | None) -> N
             batch_size=rt.settings.embedding_batch_size,
         )
 
-    click.echo(f"embedded {run(work)} chunks")
+    click.echo(f"embedded {run(work, batch=True)} chunks")
 
 
 async def _ingest(

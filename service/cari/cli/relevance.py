@@ -31,7 +31,7 @@ def refit(collection: str | None) -> None:
             names = [collection]
         return {name: await fit.fit(rt.pool, name, rt.embedders, rt.settings) for name in names}
 
-    for name, found in run(work, settings()).items():
+    for name, found in run(work, settings(), batch=True).items():
         if found is None:
             click.echo(f"{name}: too few embedded chunks to fit; the configured scale applies")
         else:
