@@ -22,6 +22,7 @@ COPY README.md ./
 COPY service service
 COPY sql sql
 COPY alembic alembic
+COPY ext/cari_bm25 ext/cari_bm25
 RUN pip install --no-cache-dir --no-deps . && rm -rf /src
 
 USER cari
