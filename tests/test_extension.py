@@ -88,6 +88,7 @@ def test_a_build_is_reused_until_its_sources_change(
 ) -> None:
     caplog.set_level(logging.INFO, logger="cari.extension")
     pg_config = embedded.client_tool("pg_config")
+    (tmp_path / "data" / "ext" / ".build-killed" / "src").mkdir(parents=True)  # half a build
     first = extension.build(tmp_path / "data", pg_config)
     assert first is not None and first.version == "1.0"
     assert extension.build(tmp_path / "data", pg_config) == first
@@ -99,7 +100,7 @@ def test_a_build_is_reused_until_its_sources_change(
     second = extension.build(tmp_path / "data", pg_config)
     assert second is not None and second.folder != first.folder
     assert _builds(caplog) == 2
-    # Only complete builds and the lock are left: no temporary folder.
+    # Only complete builds and the lock are left: no temporary folder, the killed one's neither.
     assert {p.name for p in (tmp_path / "data" / "ext").iterdir()} == {
         first.folder.name,
         second.folder.name,

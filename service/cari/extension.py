@@ -84,8 +84,11 @@ def build(data_dir: Path, pg_config: Path) -> Built | None:
     try:
         return _build(data_dir / "ext", pg_config)
     except Unbuildable as exc:
-        fall_back(f"Cari's keyword extension {NAME} cannot be built here: {exc}")
-        return None
+        reason = str(exc)
+    except OSError as exc:  # the data folder's disk full, say
+        reason = f"its folder could not be written ({exc})"
+    fall_back(f"Cari's keyword extension {NAME} cannot be built here: {reason}")
+    return None
 
 
 def _build(root: Path, pg_config: Path) -> Built:
@@ -100,9 +103,12 @@ def _build(root: Path, pg_config: Path) -> Built:
         return Built(final, version)
     make, compiler = _tools(pg_config)
     root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o755)  # as root the embedded server runs as a user of its own, who reads it
     with _locked(root / ".lock"):
         if final.is_dir():  # another process built it while this one waited
             return Built(final, version)
+        for stale in root.glob(".build-*"):  # a build killed half way: none runs but this one
+            shutil.rmtree(stale, ignore_errors=True)
         _log.info("building %s for %s into %s", NAME, server, final)
         work = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
         try:
