@@ -15,7 +15,8 @@ import psycopg
 import pytest
 
 from cari import embedded, extension
-from tests.conftest import app_client
+from cari.runtime import open_runtime
+from tests.conftest import app_client, settings_for
 from tests.test_cli import http, serving
 
 # CI machines have both; without them the build is expected to fall back instead.
@@ -160,6 +161,18 @@ def test_readiness_and_metrics_name_the_engine(dsn: str) -> None:
     with app_client(dsn, keyword_engine="sql") as client:  # forced, installed or not
         ready = client.get("/readyz").json()
     assert ready["keyword_engine"] == "sql" and "keyword_engine_version" not in ready
+
+
+@pytest.mark.anyio
+async def test_a_runtime_knows_its_engine_from_the_start(dsn: str) -> None:
+    """What `explain` reports: asked when the runtime opens, kept for its life."""
+    async with open_runtime(settings_for(dsn), dsn=dsn) as rt:
+        engine = rt.keyword_engine.known
+        assert engine is not None and engine == await rt.keyword_engine.current()
+    if engine.name == "cari_bm25":
+        assert str(engine) == f"cari_bm25 {engine.version}" and engine.version
+    else:
+        assert str(engine) == "sql" and engine.version is None
 
 
 def test_a_fresh_embedded_server_without_a_compiler_serves_with_sql(

@@ -112,6 +112,8 @@ async def open_runtime(
         if reads.replicas:
             await reads.check()  # the replicas that are up serve from the first request
             await stack.enter_async_context(_in_background(reads.watch()))
+        # Which keyword engine serves (Cari's extension, or the SQL statement): asked once.
+        engine = KeywordEngine(pool, settings)
         searcher = Searcher(
             reads,
             embedders,
@@ -119,7 +121,6 @@ async def open_runtime(
             collections=CollectionRows(pool, location),
             reranker=reranker,
         )
-        engine = KeywordEngine(pool, settings)
         if wait:  # asked now, so /metrics has it from the start; else at the first /readyz
             with contextlib.suppress(psycopg.OperationalError, PoolTimeout):
                 await engine.current()
