@@ -143,6 +143,18 @@ def test_without_a_compiler_it_says_so_once_and_builds_nothing(
     assert not any((tmp_path / "data" / "ext").glob("18-*"))
 
 
+@pytest.mark.skipif(not CAN_BUILD, reason="no gcc or make: the build falls back")
+def test_a_failed_build_says_why_once_and_leaves_nothing(
+    tmp_path: Path, sources: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with (sources / "cari_bm25.c").open("a") as file:
+        file.write("\nint unused_and_unprototyped() { return 0 }\n")
+    assert extension.build(tmp_path / "data", embedded.client_tool("pg_config")) is None
+    [warning] = _warnings(caplog)
+    assert "its build failed" in warning and "error:" in warning and "SQL statement" in warning
+    assert [p.name for p in (tmp_path / "data" / "ext").iterdir()] == [".lock"]
+
+
 def test_readiness_and_metrics_name_the_engine(dsn: str) -> None:
     with psycopg.connect(dsn) as conn:
         installed = conn.execute(

@@ -204,7 +204,8 @@ def _compile(src: Path, work: Path, pg_config: Path, make: str, compiler: str) -
         raise Unbuildable(f"`make install` could not run: {exc}") from None
     if result.returncode != 0:
         output = (result.stdout + result.stderr).splitlines()
-        errors = [line for line in output if "error" in line.lower()] or output[-1:]
+        errors = [line for line in output if re.search(r"\berror\b", line, re.I)]
+        errors = errors or output[-1:]
         raise Unbuildable(f"its build failed: {' '.join(errors[:3])[:500]}")
     out = work / "out"
     # Installed under DESTDIR at the server's own paths, which are absolute.
