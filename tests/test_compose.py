@@ -150,6 +150,23 @@ def test_embedded_data_dir_belongs_to_that_user() -> None:
     _index(instructions, "RUN", rf"install -d -o {user} -g {user} {re.escape(data_dir)}\b")
 
 
+def test_image_carries_the_keyword_extension_built_into_its_data_dir() -> None:
+    """Built after the package is installed, into CARI_DATA_DIR as the first start would, owned
+    by the user who serves, with the compiler gone in the same layer."""
+    instructions = _instructions()
+    package = _index(instructions, "RUN", r"pip install .*--no-deps \.")
+    built = _index(instructions, "RUN", r"extension\.build\(")
+    assert package < built < _index(instructions, "USER", _user())
+    step = instructions[built][1]
+    env = dict(re.findall(r"(\w+)=(\S+)", " ".join(a for n, a in instructions if n == "ENV")))
+    assert f'extension.build(pathlib.Path("{env["CARI_DATA_DIR"]}")' in step
+    assert "sys.exit(" in step  # a failed build fails the image build
+    assert f"chown -R {_user()}:{_user()} {env['CARI_DATA_DIR']}" in step
+    installed = re.search(r"apt-get install -y --no-install-recommends ([\w .-]+?) &&", step)
+    assert installed is not None, step
+    assert f"apt-get purge -y {installed.group(1)}" in step
+
+
 def _wheel_sources() -> list[str]:
     """What hatchling builds the wheel from: pyproject.toml, the readme, the package folders and
     the folders force-included into it."""
