@@ -33,7 +33,9 @@ def _unsaid(monkeypatch: pytest.MonkeyPatch) -> None:
 def sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the extension's sources, which the build reads instead of the checkout's."""
     copy = tmp_path / "src"
-    shutil.copytree(extension.sources(), copy)
+    shutil.copytree(
+        extension.sources(), copy, ignore=shutil.ignore_patterns(*extension.BUILD_OUTPUTS)
+    )
     monkeypatch.setattr(extension, "sources", lambda: copy)
     return copy
 

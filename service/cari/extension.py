@@ -38,7 +38,17 @@ NAME = "cari_bm25"
 RECIPE = "1"
 BUILD_TIMEOUT_S = 600
 # What a build leaves in a source folder (a developer's `make`): neither copied nor hashed.
-_BUILT = ("*.o", "*.so", "*.bc", "*.dylib", ".deps", "results", "regression.*", "log", "tmp_check")
+BUILD_OUTPUTS = (
+    "*.o",
+    "*.so",
+    "*.bc",
+    "*.dylib",
+    ".deps",
+    "results",
+    "regression.*",
+    "log",
+    "tmp_check",
+)
 # What the embedded server is told in cari.conf (`Built.server_config`).
 SERVER_SETTINGS = ("extension_control_path", "dynamic_library_path")
 _INSTALL_HINT = (
@@ -130,14 +140,15 @@ def default_version(control: Path) -> str:
 def key(src: Path, server: str) -> str:
     """A hash of the sources, the server's version and the recipe: the build's name."""
     digest = hashlib.sha256(f"{RECIPE}\0{server}\0".encode())
-    for path in _source_files(src):
+    for path in source_files(src):
         digest.update(f"{path.relative_to(src)}\0".encode())
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 
-def _source_files(src: Path) -> list[Path]:
-    ignored = shutil.ignore_patterns(*_BUILT)
+def source_files(src: Path) -> list[Path]:
+    """The files of the sources the build copies and hashes: all but what a build leaves."""
+    ignored = shutil.ignore_patterns(*BUILD_OUTPUTS)
     found = []
     for here, dirs, files in os.walk(src):
         skip = ignored(here, [*dirs, *files])
@@ -184,7 +195,7 @@ def _tools(pg_config: Path) -> tuple[str, str]:
 def _compile(src: Path, work: Path, pg_config: Path, make: str, compiler: str) -> Path:
     """Build a copy of `src` in `work` and lay out what it installs: the folder to rename."""
     copy = work / "src"
-    shutil.copytree(src, copy, ignore=shutil.ignore_patterns(*_BUILT))
+    shutil.copytree(src, copy, ignore=shutil.ignore_patterns(*BUILD_OUTPUTS))
     dest = work / "dest"
     command = [
         make,
