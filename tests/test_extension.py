@@ -93,7 +93,8 @@ def test_a_build_is_reused_until_its_sources_change(
     pg_config = embedded.client_tool("pg_config")
     (tmp_path / "data" / "ext" / ".build-killed" / "src").mkdir(parents=True)  # half a build
     first = extension.build(tmp_path / "data", pg_config)
-    assert first is not None and first.version == "1.0"
+    assert first is not None
+    assert first.version == extension.default_version(sources / "cari_bm25.control")
     assert extension.build(tmp_path / "data", pg_config) == first
     assert _builds(caplog) == 1  # the second found it
     assert not (sources / "cari_bm25.o").exists()  # built in a copy, not in the sources
