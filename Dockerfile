@@ -17,12 +17,26 @@ RUN python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["p
     && pip install --no-cache-dir -r requirements.txt
 
 # Then the package, built into a wheel and installed as a user's would be (not editable; the SQL
-# statements and migrations travel inside it). The checkout is not kept.
+# statements, migrations and the keyword extension's sources travel inside it). The checkout is
+# not kept.
 COPY README.md ./
 COPY service service
 COPY sql sql
 COPY alembic alembic
+COPY ext/cari_bm25 ext/cari_bm25
 RUN pip install --no-cache-dir --no-deps . && rm -rf /src
+
+# Cari's keyword extension, built now as the first start would build it (cari.extension), into
+# the data folder: a new volume mounted at /data starts with it, so the embedded server serves
+# keyword search with it and the image needs no compiler (they leave in this same layer). On a
+# folder mounted from the host, Cari finds no compiler, says so, and the SQL statement serves.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev make \
+    && python -c 'from cari import embedded, extension; import pathlib, sys; sys.exit(extension.build(pathlib.Path("/data"), embedded.client_tool("pg_config")) is None)' \
+    && chown -R cari:cari /data \
+    && apt-get purge -y gcc libc6-dev make \
+    && apt-get autoremove -y \
+    && rm -rf /var/lib/apt/lists/*
 
 USER cari
 WORKDIR /home/cari

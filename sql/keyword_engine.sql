@@ -1,2 +1,7 @@
--- A row when the database has Cari's BM25 extension, which then serves keyword search.
-SELECT extversion FROM pg_extension WHERE extname = 'cari_bm25';
+-- Which keyword engine serves this database: the version of Cari's extension when it is created
+-- here and the server has its files at that version (the control file found, its library beside
+-- it); no row: the SQL statement (search_keyword.sql) serves.
+SELECT e.extversion
+FROM pg_extension AS e
+JOIN pg_available_extensions AS a ON a.name = e.extname AND a.default_version = e.extversion
+WHERE e.extname = 'cari_bm25';

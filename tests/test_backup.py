@@ -4,10 +4,12 @@ real database, driven as an operator would from the command line."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import psycopg
 
+from cari import embedded
 from tests.conftest import cli_env
 from tests.fake_openai import FakeOpenAI
 from tests.test_ingest_cli import cari
@@ -25,6 +27,13 @@ def state(dsn: str) -> tuple[list[str], list[str], int, str]:
         ]
     assert postings is not None
     return collections, documents, int(postings[0]), json.dumps(stats)
+
+
+def _keyword_extension(dsn: str) -> tuple[object, ...] | None:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'cari_bm25'"
+        ).fetchone()
 
 
 def test_a_restore_brings_back_exactly_what_was_dumped(
@@ -45,6 +54,13 @@ def test_a_restore_brings_back_exactly_what_was_dumped(
     dumped = cari(["db", "dump", str(backup)], env)
     assert dumped.returncode == 0, dumped.stderr
     assert backup.stat().st_size > 0
+    # Cari's keyword extension (functions, no data) stays out: the backup restores on a server
+    # without it, and Cari creates it after the restore where the server has it.
+    listing = subprocess.run(
+        [embedded.client_tool("pg_restore"), "--list", backup], capture_output=True, text=True
+    )
+    assert "EXTENSION" in listing.stdout and "cari_bm25" not in listing.stdout
+    engine_before = _keyword_extension(dsn)
 
     # Changes after the backup: a restore undoes them.
     with psycopg.connect(dsn) as conn:
@@ -55,6 +71,7 @@ def test_a_restore_brings_back_exactly_what_was_dumped(
     restored = cari(["db", "restore", str(backup)], env)
     assert restored.returncode == 0, restored.stderr
     assert state(dsn) == before
+    assert _keyword_extension(dsn) == engine_before
     check = cari(["bm25", "check", "-c", "harbour"], env)
     assert check.returncode == 0, check.stdout + check.stderr
     found = cari(["search", "bowline loop", "-c", "harbour", "--mode", "keyword", "--json"], env)

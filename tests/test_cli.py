@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -50,9 +51,11 @@ def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str
 
 
 @contextmanager
-def serving(env: dict[str, str], cari: Sequence[str] = CARI) -> Iterator[str]:
+def serving(
+    env: dict[str, str], cari: Sequence[str] = CARI, output: list[str] | None = None
+) -> Iterator[str]:
     """`cari serve` in a subprocess (`cari` runs the command); yields its base URL once /readyz
-    answers 200."""
+    answers 200. What it printed is appended to `output` when it has exited."""
     port = free_port()
     # Its output goes to a file, not a pipe nobody reads while it serves: a full pipe would
     # block the server's next log line, and with it every request.
@@ -80,8 +83,10 @@ def serving(env: dict[str, str], cari: Sequence[str] = CARI) -> Iterator[str]:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=30)
             log.seek(0)
-            output = log.read()
-    assert process.returncode == 0, output
+            printed = log.read()
+    if output is not None:
+        output.append(printed)
+    assert process.returncode == 0, printed
 
 
 def test_serve_with_database_url(dsn: str, clean_env: dict[str, str]) -> None:
@@ -98,6 +103,9 @@ def test_serve_on_embedded_default(tmp_path: Path, clean_env: dict[str, str]) ->
     env = {**clean_env, "CARI_DATA_DIR": str(data_dir)}
     with serving(env) as base:
         assert http("POST", f"{base}/v1/collections", {"name": "faq"})[0] == 201
+        # Cari's keyword extension, built at this first start, serves (where gcc and make are).
+        if shutil.which("gcc") and shutil.which("make"):
+            assert http("GET", f"{base}/readyz")[1]["keyword_engine"] == "cari_bm25"
     # The server was the embedded server's last user: it stopped it.
     assert embedded.running_dsn(data_dir) is None
 

@@ -25,8 +25,32 @@ def _setting_env_names() -> set[str]:
 
 def test_database_is_pgvector_with_healthcheck() -> None:
     db = _compose()["services"]["db"]
-    assert db["image"].startswith("pgvector/pgvector:")
+    assert _database_base_image(db).startswith("pgvector/pgvector:")
     assert "pg_isready" in " ".join(db["healthcheck"]["test"])
+
+
+def _database_base_image(db: dict[str, Any]) -> str:
+    """The image the database service's Dockerfile starts from."""
+    dockerfile = (ROOT / db["build"]["context"] / db["build"]["dockerfile"]).read_text()
+    [base] = re.findall(r"^FROM\s+(\S+)", dockerfile, re.M)
+    return base
+
+
+def test_database_image_builds_caris_keyword_extension() -> None:
+    """Its own server's pg_config and headers (the major of the pgvector tag) build
+    ext/cari_bm25 into the image, with the build tools removed after."""
+    db = _compose()["services"]["db"]
+    assert db["build"]["context"] == "." and db["image"]  # built once, named for the replica
+    dockerfile = (ROOT / db["build"]["dockerfile"]).read_text().replace("\\\n", " ")
+    major = _database_base_image(db).rpartition(":pg")[2]
+    assert major.isdigit(), _database_base_image(db)
+    source = re.search(r"^COPY\s+(\S+)\s+(\S+)", dockerfile, re.M)
+    assert source is not None and source.group(1) == "ext/cari_bm25", dockerfile
+    assert (ROOT / source.group(1) / "Makefile").is_file()
+    pg_config = f"/usr/lib/postgresql/{major}/bin/pg_config"
+    assert f"make -C {source.group(2)} PG_CONFIG={pg_config} install" in dockerfile
+    assert f"postgresql-server-dev-{major}" in dockerfile
+    assert "apt-get remove -y build-essential" in dockerfile
 
 
 def test_service_waits_for_healthy_database_and_uses_it() -> None:
@@ -55,7 +79,7 @@ def test_replica_is_a_streaming_standby_of_the_database() -> None:
     compose = _compose()
     services = compose["services"]
     db, replica = services["db"], services["db-replica"]
-    assert replica["image"] == db["image"]
+    assert replica["image"] == db["image"] and replica["build"] == db["build"]
     assert replica["profiles"] == ["replica"]  # opt-in: the default stack is one server
     assert replica["depends_on"]["db"]["condition"] == "service_healthy"
     script = " ".join(replica["command"])
@@ -124,6 +148,23 @@ def test_embedded_data_dir_belongs_to_that_user() -> None:
     assert "CARI_DATA_DIR" in _setting_env_names()
     user = _user()
     _index(instructions, "RUN", rf"install -d -o {user} -g {user} {re.escape(data_dir)}\b")
+
+
+def test_image_carries_the_keyword_extension_built_into_its_data_dir() -> None:
+    """Built after the package is installed, into CARI_DATA_DIR as the first start would, owned
+    by the user who serves, with the compiler gone in the same layer."""
+    instructions = _instructions()
+    package = _index(instructions, "RUN", r"pip install .*--no-deps \.")
+    built = _index(instructions, "RUN", r"extension\.build\(")
+    assert package < built < _index(instructions, "USER", _user())
+    step = instructions[built][1]
+    env = dict(re.findall(r"(\w+)=(\S+)", " ".join(a for n, a in instructions if n == "ENV")))
+    assert f'extension.build(pathlib.Path("{env["CARI_DATA_DIR"]}")' in step
+    assert "sys.exit(" in step  # a failed build fails the image build
+    assert f"chown -R {_user()}:{_user()} {env['CARI_DATA_DIR']}" in step
+    installed = re.search(r"apt-get install -y --no-install-recommends ([\w .-]+?) &&", step)
+    assert installed is not None, step
+    assert f"apt-get purge -y {installed.group(1)}" in step
 
 
 def _wheel_sources() -> list[str]:
@@ -207,6 +248,13 @@ def test_build_context_leaves_out_keys_environments_and_caches() -> None:
     ]
     assert [path for path in left_out if not _ignored(path, patterns)] == []
     copied = [source for _, source in _copied(_instructions())]
-    kept = [*copied, "service/cari/queries.py", "sql/collection_get.sql", "alembic/env.py"]
+    kept = [
+        *copied,
+        "service/cari/queries.py",
+        "sql/collection_get.sql",
+        "alembic/env.py",
+        "ext/cari_bm25/cari_bm25.control",
+        "ext/Dockerfile",  # the database's image (compose.yaml)
+    ]
     assert [path for path in kept if _ignored(path, patterns)] == []
     assert all((ROOT / source).exists() for source in copied), copied

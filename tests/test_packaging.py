@@ -15,6 +15,7 @@ import urllib.request
 from importlib.metadata import distribution, packages_distributions
 from pathlib import Path
 
+from cari import extension
 from tests.conftest import cli_env
 from tests.fake_openai import FakeOpenAI
 from tests.test_cli import http, serving
@@ -67,18 +68,24 @@ def test_the_installed_wheel_serves_ingests_and_searches(
         [
             bin_dir / "python",
             "-c",
-            "import json, sys, cari.queries, cari.migrations;"
+            "import json, sys, cari.queries, cari.migrations, cari.extension;"
             "print(json.dumps([cari.__file__, str(cari.queries.SQL_DIR),"
-            " str(cari.migrations.ALEMBIC_DIR), sys.path]))",
+            " str(cari.migrations.ALEMBIC_DIR), str(cari.extension.sources()), sys.path]))",
         ],
         env=env,
         cwd=work,
     )
-    module, sql, alembic, path = json.loads(where.stdout)
+    module, sql, alembic, ext, path = json.loads(where.stdout)
     venv = bin_dir.parent
     assert Path(module).is_relative_to(venv), module
     assert Path(sql) == Path(module).parent / "sql" and Path(sql, "collection_get.sql").is_file()
     assert Path(alembic) == Path(module).parent / "alembic"
+    # The keyword extension's sources, which the first start builds: the checkout's (and what
+    # a developer's `make` left there, which the build neither copies nor hashes).
+    assert Path(ext) == Path(module).parent / "ext" / "cari_bm25"
+    tracked = _run(["git", "-C", ROOT, "ls-files", "ext/cari_bm25"]).stdout.split()
+    shipped = {str(p.relative_to(ext)) for p in extension.source_files(Path(ext))}
+    assert shipped == {str(Path(name).relative_to("ext/cari_bm25")) for name in tracked}
     assert str(ROOT / "service") not in path, path  # the editable install's .pth was not read
     console = Path(module).parent / "console"  # the search console's page and scripts
     assert {"index.html", "console.js", "api.js", "render.js", "console.css"} <= {

@@ -199,7 +199,16 @@ def test_every_statement_prepares_on_the_migrated_schema(
                 pass
         else:  # DDL and SET: run it, undone with the transaction
             assert not PLACEHOLDER.search(body), "only queries take parameters"
+            if "EXTENSION cari_bm25" in body and not _has_keyword_extension(conn):
+                pytest.skip("this server does not have Cari's keyword extension")
             conn.execute(body.encode())
+
+
+def _has_keyword_extension(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    """Whether the server has cari_bm25 (the embedded server builds it; a test server of one's
+    own, a pgvector container say, may not)."""
+    found = conn.execute("SELECT FROM pg_available_extensions WHERE name = 'cari_bm25'")
+    return found.fetchone() is not None
 
 
 # -- exceptions --------------------------------------------------------------------------------

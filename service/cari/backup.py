@@ -5,7 +5,8 @@ or older).
 A backup is pg_dump's custom format: every table, the BM25 postings and statistics included,
 so a restored database ranks exactly as the one dumped; indexes (HNSW too) are rebuilt by the
 restore. A restore replaces what the backup holds in one transaction, so a failed restore
-changes nothing.
+changes nothing. Cari's keyword extension is left out (it holds functions, no data): a backup
+restores on a server without it, and Cari creates it after the restore where the server has it.
 """
 
 from __future__ import annotations
@@ -16,13 +17,17 @@ from pathlib import Path
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from cari import embedded
+from cari import embedded, extension
 from cari.errors import CariError
 
 
 def dump(dsn: str, path: Path) -> None:
     """Write the database at `dsn` to `path` (overwritten)."""
-    _run("pg_dump", dsn, ["--format=custom", f"--file={path}"])
+    _run(
+        "pg_dump",
+        dsn,
+        ["--format=custom", f"--exclude-extension={extension.NAME}", f"--file={path}"],
+    )
 
 
 def restore(dsn: str, path: Path) -> None:

@@ -26,6 +26,7 @@ def database_url(settings: Settings, *, keep_running: bool = False) -> str:
         settings.data_dir,
         keep_running=keep_running,
         shared_buffers_mb=settings.embedded_shared_buffers_mb,
+        keyword_extension=settings.keyword_engine != "sql",
     )
 
 

@@ -10,6 +10,7 @@ import atexit
 import contextlib
 import logging
 import os
+import re
 import subprocess
 import warnings
 from pathlib import Path
@@ -20,6 +21,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
+from cari import extension
 from cari.errors import CariError, ConfigError, DatabaseUnavailable
 from cari.queries import query
 
@@ -28,6 +30,8 @@ DATABASE_NAME = "cari"
 # what a DBA sets with ALTER SYSTEM (postgresql.auto.conf, read last) still wins.
 CONFIG_FILE = "cari.conf"
 _INCLUDE = f"include_if_exists = '{CONFIG_FILE}'\n"
+# Of what Cari writes there, what a running server takes only when it starts again.
+RESTART_SETTINGS = ("shared_buffers",)
 _MB = 1024 * 1024
 _CGROUP_LIMIT = Path("/sys/fs/cgroup/memory.max")
 
@@ -51,13 +55,19 @@ def pgdata_path(data_dir: Path) -> Path:
 
 
 def start(
-    data_dir: Path, *, keep_running: bool = False, shared_buffers_mb: int | None = None
+    data_dir: Path,
+    *,
+    keep_running: bool = False,
+    shared_buffers_mb: int | None = None,
+    keyword_extension: bool = True,
 ) -> str:
     """Start (or join) the embedded server and return a DSN for Cari's database.
 
     With `keep_running` the server outlives this process and every later one until `stop`
     (someone, say a DBA's psql, uses it outside Cari). Its memory settings come from
     `memory_config`; a server already running keeps its shared_buffers until it restarts.
+    With `keyword_extension` Cari's extension is built first (`cari.extension`, once) and the
+    server is told where it is; the migrations create it in the database.
     """
     _ensure_writable(data_dir)
     marker = _keep_running_marker(data_dir)
@@ -68,10 +78,15 @@ def start(
     pgdata = pgdata_path(data_dir)
     _forget_dead_users(library, pgdata)
     config = memory_config(shared_buffers_mb, machine_memory_mb())
+    if not keyword_extension:  # not built here; a server that has it keeps it for others
+        kept = _read_config(pgdata / CONFIG_FILE).items()
+        config |= {name: value for name, value in kept if name in extension.SERVER_SETTINGS}
+    elif built := extension.build(data_dir, client_tool("pg_config")):
+        config |= built.server_config()
     fresh = not (pgdata / "PG_VERSION").exists()
     running = running_dsn(data_dir) is not None
     # Before the start, so a stopped server starts with it; a new one is configured below.
-    changed = not fresh and _write_config(pgdata, config)
+    changed = set() if fresh else _write_config(pgdata, config)
     try:
         server = library.get_server(
             pgdata_path(data_dir), cleanup_mode=None if keep_running else "stop"
@@ -87,9 +102,10 @@ def start(
     atexit.register(_leave_running_if_marked, server, marker)
     if fresh:
         _write_config(pgdata, config)
-        _restart_alone(library, server, data_dir)
+        if not _restart_alone(library, server, data_dir):
+            _reload(server.get_uri(), set(config) - set(RESTART_SETTINGS))
     elif changed and running:
-        _reload(server.get_uri())
+        _reload(server.get_uri(), changed)
     _ensure_database(server.get_uri())
     return str(server.get_uri(database=DATABASE_NAME))
 
@@ -113,29 +129,42 @@ def memory_config(shared_buffers_mb: int | None, memory_mb: int) -> dict[str, st
     }
 
 
-def _write_config(pgdata: Path, config: dict[str, str]) -> bool:
-    """Write `cari.conf` and include it from postgresql.conf; whether anything changed."""
-    text = "# Written by Cari at each start (CARI_EMBEDDED_SHARED_BUFFERS_MB); ALTER SYSTEM wins.\n"
-    text += "".join(f"{name} = '{value}'\n" for name, value in config.items())
+def _write_config(pgdata: Path, config: dict[str, str]) -> set[str]:
+    """Write `cari.conf` and include it from postgresql.conf; the settings that changed."""
+    text = "# Written by Cari at each start (CARI_EMBEDDED_SHARED_BUFFERS_MB, the keyword\n"
+    text += "# extension's folder); ALTER SYSTEM wins.\n"
+    text += "".join(f"{name} = '{_quoted(value)}'\n" for name, value in config.items())
     conf = pgdata / CONFIG_FILE
     main = pgdata / "postgresql.conf"
-    changed = False
+    old = _read_config(conf)
+    changed = {name for name in {*config, *old} if old.get(name) != config.get(name)}
     if not conf.exists() or conf.read_text() != text:
         conf.write_text(text)
-        changed = True
     if _INCLUDE not in main.read_text():
         with main.open("a") as file:
             file.write("\n" + _INCLUDE)
-        changed = True
+        changed |= set(config)
     return changed
 
 
-def _restart_alone(library: Any, server: Any, data_dir: Path) -> None:
+def _read_config(conf: Path) -> dict[str, str]:
+    """The settings `cari.conf` holds (none if it is missing)."""
+    text = conf.read_text() if conf.exists() else ""
+    lines = re.finditer(r"^(\w+) = '((?:[^']|'')*)'$", text, re.M)
+    return {line[1]: line[2].replace("''", "'") for line in lines}
+
+
+def _quoted(value: str) -> str:
+    return value.replace("'", "''")
+
+
+def _restart_alone(library: Any, server: Any, data_dir: Path) -> bool:
     """Restart a server this process just created so its settings apply (shared_buffers only
-    takes effect at start); left for its next start if another process joined meanwhile."""
+    takes effect at start); left for its next start if another process joined meanwhile
+    (False)."""
     if users(data_dir):
         _log.warning("the embedded PostgreSQL's memory settings apply at its next start")
-        return
+        return False
     pgdata = pgdata_path(data_dir)
     user = pgdata.owner() if os.geteuid() == 0 else None
     with library.PostgresServer._lock:
@@ -143,17 +172,20 @@ def _restart_alone(library: Any, server: Any, data_dir: Path) -> None:
         # Starts it as the library does and records the new postmaster, which the library
         # then stops at exit like the first.
         server.ensure_postgres_running()
+    return True
 
 
-def _reload(admin_dsn: str) -> None:
-    """Apply changed settings to a running server: effective_cache_size at once, a new
-    shared_buffers when it next starts."""
+def _reload(admin_dsn: str, changed: set[str]) -> None:
+    """Apply changed settings to a running server: effective_cache_size and the keyword
+    extension's folder at once, a new shared_buffers when it next starts."""
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         conn.execute(query("config_reload"))
-    _log.warning(
-        "the embedded PostgreSQL is running: a changed CARI_EMBEDDED_SHARED_BUFFERS_MB applies "
-        "when it restarts (after the last Cari process using it exits, or `cari db stop`)"
-    )
+    if changed & set(RESTART_SETTINGS):
+        _log.warning(
+            "the embedded PostgreSQL is running: a changed CARI_EMBEDDED_SHARED_BUFFERS_MB "
+            "applies when it restarts (after the last Cari process using it exits, or "
+            "`cari db stop`)"
+        )
 
 
 def _leave_running_if_marked(server: Any, marker: Path) -> None:

@@ -21,6 +21,10 @@ it to a status), and `retry_after` (seconds) where retrying soon can help.
 Retryable                  internal: one attempt at a remote service failed in a way worth
                            another try; never reaches a user (the last one becomes a CariError)
 
+Unbuildable                internal: Cari's keyword extension cannot be built here (no compiler,
+                           make or server headers; a failed compile); logged once, and the SQL
+                           statement serves keyword search
+
 ClientError                cari.client: a call to Cari's HTTP API failed
 ├── TransportError         no answer: the connection failed or timed out
 └── APIError               Cari answered with a problem (RFC 9457): status, code, detail, errors
@@ -151,6 +155,11 @@ class Retryable(Exception):
         super().__init__(reason)
         self.reason = reason
         self.wait = wait
+
+
+class Unbuildable(Exception):
+    """Cari's keyword extension cannot be built here; the message says why and what to
+    install."""
 
 
 class ClientError(Exception):

@@ -102,6 +102,12 @@ class ReplicaStates(Protocol):
     def states(self) -> list[tuple[str, bool, float | None]]: ...
 
 
+class KeywordEngines(Protocol):
+    """What is reported of the keyword engine (`cari.keyword_engine`)."""
+
+    def labels(self) -> tuple[str, str] | None: ...
+
+
 class _Watched:
     """Collects, when scraped, the state of the pools and query embedders of open runtimes
     (one in a server; the sum when a process opens several)."""
@@ -110,6 +116,7 @@ class _Watched:
         self.pools: list[AsyncConnectionPool] = []
         self.vectors: list[QueryEmbeddings] = []
         self.replicas: list[ReplicaStates] = []
+        self.engines: list[KeywordEngines] = []
 
     def collect(self) -> Iterable[Metric]:
         stats = [pool.get_stats() for pool in self.pools]
@@ -177,6 +184,16 @@ class _Watched:
                     lag.add_metric([name], lag_s)
         yield in_use
         yield lag
+        engine = GaugeMetricFamily(
+            "cari_keyword_engine",
+            "1 for the engine serving keyword search: cari_bm25 (Cari's C extension, at its "
+            "version) or sql (the SQL statement); none until the database was first asked.",
+            labels=["engine", "version"],
+        )
+        known = {labels for e in self.engines if (labels := e.labels()) is not None}
+        for name, version in sorted(known):
+            engine.add_metric([name, version], 1)
+        yield engine
 
 
 _watched = _Watched()
@@ -185,16 +202,21 @@ REGISTRY.register(_watched)
 
 @contextmanager
 def watch(
-    pool: AsyncConnectionPool, vectors: QueryEmbeddings, replicas: ReplicaStates
+    pool: AsyncConnectionPool,
+    vectors: QueryEmbeddings,
+    replicas: ReplicaStates,
+    engine: KeywordEngines,
 ) -> Iterator[None]:
-    """Report `pool`, `vectors` and `replicas` on /metrics while the block runs (a runtime's
-    life)."""
+    """Report `pool`, `vectors`, `replicas` and the keyword `engine` on /metrics while the
+    block runs (a runtime's life)."""
     _watched.pools.append(pool)
     _watched.vectors.append(vectors)
     _watched.replicas.append(replicas)
+    _watched.engines.append(engine)
     try:
         yield
     finally:
         _watched.pools.remove(pool)
         _watched.vectors.remove(vectors)
         _watched.replicas.remove(replicas)
+        _watched.engines.remove(engine)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
+from cari import keyword_engine
 from cari.errors import InvalidInput
 from cari.queries import query
 from cari.resources import folder
@@ -34,6 +35,8 @@ def _config(dsn: str, settings: Settings) -> Config:
 
 
 def upgrade(dsn: str, settings: Settings, revision: str = "head") -> None:
+    """Migrate to `revision`, then create or update Cari's keyword extension where the server
+    has it (`cari.keyword_engine.install`)."""
     from alembic import command
     from alembic.util import CommandError
 
@@ -41,6 +44,7 @@ def upgrade(dsn: str, settings: Settings, revision: str = "head") -> None:
         command.upgrade(_config(dsn, settings), revision)
     except CommandError as exc:
         raise InvalidInput("revision", str(exc)) from None
+    keyword_engine.install(dsn, settings)
 
 
 def downgrade(dsn: str, settings: Settings, revision: str) -> None:

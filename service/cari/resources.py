@@ -1,10 +1,10 @@
-"""Where the folders the package reads at run time are: `sql/` (the statements) and `alembic/`
-(the migrations).
+"""Where the folders the package reads at run time are: `sql/` (the statements), `alembic/`
+(the migrations) and `ext/` (the keyword extension's C sources, `cari.extension`).
 
 The repository keeps them at its top level, beside `service/`; the wheel carries them inside the
-package (`cari/sql`, `cari/alembic`: pyproject's force-include). So an installed package finds
-them beside its modules, and one run from a checkout (an editable install imports
-`service/cari`) at the top of the repository, two levels up.
+package (`cari/sql`, `cari/alembic`, `cari/ext/cari_bm25`: pyproject's force-include). So an
+installed package finds them beside its modules, and one run from a checkout (an editable
+install imports `service/cari`) at the top of the repository, two levels up.
 """
 
 from __future__ import annotations

@@ -26,13 +26,14 @@ from dataclasses import dataclass
 import psycopg
 from anyio import to_thread
 from pgvector.psycopg import register_vector_async
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from cari import db, metrics
 from cari.answer.llm import ChatClient
 from cari.answer.service import Answerer
 from cari.embed import Embedder, Embedders, LocalEmbedder, OpenAIEmbedder, check_settings
 from cari.ingest.pipeline import Ingestor
+from cari.keyword_engine import KeywordEngine
 from cari.replicas import Reads
 from cari.search.collection_rows import CollectionRows
 from cari.search.engine import Searcher
@@ -52,6 +53,7 @@ class Runtime:
     searcher: Searcher
     ingestor: Ingestor
     answerer: Answerer
+    keyword_engine: KeywordEngine  # which serves keyword search: `await .current()`, `.known`
 
 
 def check(settings: Settings) -> None:
@@ -110,6 +112,8 @@ async def open_runtime(
         if reads.replicas:
             await reads.check()  # the replicas that are up serve from the first request
             await stack.enter_async_context(_in_background(reads.watch()))
+        # Which keyword engine serves (Cari's extension, or the SQL statement): asked once.
+        engine = KeywordEngine(pool, settings)
         searcher = Searcher(
             reads,
             embedders,
@@ -117,7 +121,10 @@ async def open_runtime(
             collections=CollectionRows(pool, location),
             reranker=reranker,
         )
-        stack.enter_context(metrics.watch(pool, searcher.vectors, reads))
+        if wait:  # asked now, so /metrics has it from the start; else at the first /readyz
+            with contextlib.suppress(psycopg.OperationalError, PoolTimeout):
+                await engine.current()
+        stack.enter_context(metrics.watch(pool, searcher.vectors, reads, engine))
         yield Runtime(
             settings=settings,
             pool=pool,
@@ -127,6 +134,7 @@ async def open_runtime(
             searcher=searcher,
             ingestor=Ingestor(pool, embedders, settings),
             answerer=Answerer(searcher, chat=chat),
+            keyword_engine=engine,
         )
 
 

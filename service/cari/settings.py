@@ -187,6 +187,12 @@ class Settings(BaseSettings):
     # chunks are stored without vectors and the server's background embedding fills them in.
     write_embedding_budget_s: float = Field(default=30.0, gt=0)
 
+    keyword_engine: Literal["auto", "sql"] = Field(
+        default="auto",
+        description="Keyword search on Cari's C extension cari_bm25 where it is built and "
+        "installed (auto), or always on the SQL statement (sql: nothing is built or created).",
+    )
+
     hnsw_m: int = Field(default=16, ge=2, le=100)
     hnsw_ef_construction: int = Field(default=64, ge=4, le=1000)
     # 40 (pgvector's own default) found 0.974 of the exact top 10 on TyDi's real e5 vectors,

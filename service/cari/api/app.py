@@ -54,6 +54,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             app.state.ingestor = rt.ingestor
             app.state.searcher = rt.searcher
             app.state.answerer = rt.answerer
+            app.state.keyword_engine = rt.keyword_engine
             app.state.mcp = mcp_sessions
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(rt.searcher.collections.listen)

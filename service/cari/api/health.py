@@ -13,6 +13,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from cari import migrations
+from cari.keyword_engine import KeywordEngine
 
 log = logging.getLogger(__name__)
 
@@ -22,10 +23,14 @@ class Health(msgspec.Struct):
 
 
 class Readiness(msgspec.Struct, omit_defaults=True):
-    """Ready: the schema's revision. Not ready (503): the reason."""
+    """Ready: the schema's revision and the engine serving keyword search (`cari_bm25`, Cari's
+    C extension, at `keyword_engine_version`; or `sql`, the SQL statement). Not ready (503):
+    the reason."""
 
     status: Literal["ready", "unavailable"]
     schema: str | None = None
+    keyword_engine: Literal["cari_bm25", "sql"] | None = None
+    keyword_engine_version: str | None = None
     reason: str | None = None
 
 
@@ -43,9 +48,11 @@ def healthz() -> Health:
 async def readyz(state: State) -> Response[Readiness]:
     pool: AsyncConnectionPool = state.pool
     expected: str = state.schema_head
+    keyword_engine: KeywordEngine = state.keyword_engine
     try:
         async with pool.connection(timeout=2.0) as conn:
             revision = await migrations.current(conn)
+            engine = await keyword_engine.current(conn)
     except (PoolTimeout, psycopg.OperationalError) as exc:
         # Details go to the log: this endpoint answers without an API key.
         log.warning("readiness: database unreachable: %s", exc)
@@ -55,7 +62,14 @@ async def readyz(state: State) -> Response[Readiness]:
             f"database schema at revision {revision or 'none'}, expected {expected}: "
             "run `cari migrate`"
         )
-    return Response(Readiness("ready", schema=revision))
+    return Response(
+        Readiness(
+            "ready",
+            schema=revision,
+            keyword_engine=engine.name,
+            keyword_engine_version=engine.version,
+        )
+    )
 
 
 def _not_ready(reason: str) -> Response[Readiness]:
