@@ -135,7 +135,10 @@ def conninfo() -> Iterator[str]:
                 f"dynamic_library_path = '$libdir:{own / 'lib'}'\n"
             )
         try:
-            _run([str(bindir / "pg_ctl"), "-D", str(data), "-l", str(data / "log"), "-w", "start"], user)
+            _run(
+                [str(bindir / "pg_ctl"), "-D", str(data), "-l", str(data / "log"), "-w", "start"],
+                user,
+            )
         except RuntimeError as exc:
             raise RuntimeError(f"{exc}\n{(data / 'log').read_text()}") from None
         started = True
@@ -173,11 +176,11 @@ def _assert_alive(conninfo: str, started_at: object) -> None:
 
 
 def pack(conn: Conn, postings: Sequence[Posting]) -> list[tuple[int, int, bytes]]:
-    columns = list(zip(*postings, strict=True)) if postings else [[], [], [], [], []]
+    columns: list[list[int]] = [[p[i] for p in postings] for i in range(5)]
     rows = conn.execute(
         "SELECT last_chunk, n, data FROM bm25_pack(%s::bigint[], %s::int4[], %s::int4[],"
         " %s::int4[], %s::int4[])",
-        [list(c) for c in columns],
+        columns,
     ).fetchall()
     return [(int(r[0]), int(r[1]), bytes(r[2])) for r in rows]
 
@@ -189,11 +192,11 @@ def unpack(conn: Conn, data: bytes) -> list[Posting]:
 
 def store(conn: Conn, collection: int, lexeme: str, postings: Sequence[Posting]) -> int:
     """Pack `postings` into bm25_blocks; the number of rows written."""
-    columns = list(zip(*postings, strict=True))
+    columns: list[list[int]] = [[p[i] for p in postings] for i in range(5)]
     cur = conn.execute(
         "INSERT INTO bm25_blocks SELECT %s, %s, p.* FROM bm25_pack(%s::bigint[], %s::int4[],"
         " %s::int4[], %s::int4[], %s::int4[]) AS p",
-        [collection, lexeme, *[list(c) for c in columns]],
+        [collection, lexeme, *columns],
     )
     return cur.rowcount
 
@@ -251,7 +254,9 @@ def test_pack_extremes_round_trip(conn: Conn) -> None:
 def test_pack_splits_full_blocks(conn: Conn) -> None:
     rng = random.Random(7)
     dense = [(c, c % 2, 1 + c % 3, 4, 10 + c % 90) for c in range(1, 5001)]
-    sparse = [(c * 2**49 + rng.randrange(2**40), 3, 9, 2**30 + c, 2**31 - c) for c in range(1, 3001)]
+    sparse = [
+        (c * 2**49 + rng.randrange(2**40), 3, 9, 2**30 + c, 2**31 - c) for c in range(1, 2001)
+    ]
     for postings in (dense, sparse):
         blocks = _check_blocks(conn, postings)
         assert len(blocks) > 3
@@ -281,8 +286,7 @@ def test_pack_splits_full_blocks(conn: Conn) -> None:
 def test_pack_refuses_bad_input(conn: Conn, arrays: tuple[list[Any], ...], message: str) -> None:
     with pytest.raises(psycopg.Error, match=message) as refused:
         conn.execute(
-            "SELECT * FROM bm25_pack(%s::bigint[], %s::int4[], %s::int4[], %s::int4[],"
-            " %s::int4[])",
+            "SELECT * FROM bm25_pack(%s::bigint[], %s::int4[], %s::int4[], %s::int4[], %s::int4[])",
             list(arrays),
         )
     assert refused.value.sqlstate not in (None, "XX000")
@@ -314,7 +318,8 @@ def _sample_postings(rng: random.Random, count: int, start: int = 0) -> list[Pos
     chunk = start
     for _ in range(count):
         chunk += rng.choice([1, 2, 5, 1000, 2**40])
-        out.append((chunk, rng.randrange(3), 1 + rng.randrange(6), rng.randrange(9), 1 + rng.randrange(300)))
+        tf_title, tf_body = rng.randrange(3), 1 + rng.randrange(6)
+        out.append((chunk, tf_title, tf_body, rng.randrange(9), 1 + rng.randrange(300)))
     return out
 
 
@@ -324,7 +329,7 @@ def test_unpack_refuses_corrupt_payloads(conn: Conn, conninfo: str, started_at: 
     large = pack(conn, _sample_postings(rng, 2000))[1][2]
     assert len(large) > 1500
     payloads = _variants(small, every_bit=True) + _variants(large, every_bit=False)
-    payloads += _garbage(rng, small, 400) + [b"", b"\x01", b"\x02\x00", b"\x01\x00\x00\x01"]
+    payloads += [*_garbage(rng, small, 400), b"", b"\x01", b"\x02\x00", b"\x01\x00\x00\x01"]
     ok, corrupt, other = conn.execute("SELECT * FROM fuzz_unpack(%s)", [payloads]).fetchone() or ()
     assert other == []
     assert ok + corrupt == len(payloads)
@@ -342,9 +347,9 @@ def test_topk_refuses_corrupt_blocks(conn: Conn, conninfo: str, started_at: obje
         " ORDER BY last_chunk OFFSET 1 LIMIT 1"
     ).fetchone() or (0, b"")
     payloads = _variants(bytes(data), every_bit=False) + _garbage(rng, bytes(data), 150)
-    ok, corrupt, other = conn.execute(
-        "SELECT * FROM fuzz_topk(900, 'z', %s, %s)", [last, payloads]
-    ).fetchone() or ()
+    ok, corrupt, other = (
+        conn.execute("SELECT * FROM fuzz_topk(900, 'z', %s, %s)", [last, payloads]).fetchone() or ()
+    )
     assert other == []
     assert ok + corrupt == 2 * len(payloads)
     assert corrupt > len(payloads) // 2
@@ -356,18 +361,36 @@ def test_topk_refuses_corrupt_blocks(conn: Conn, conninfo: str, started_at: obje
 
 @dataclass(frozen=True)
 class Query:
+    """The arguments of one bm25_topk call (groups and alts: all NULL unless given)."""
+
     collection: int
     lexemes: list[str]
-    groups: list[int | None]
-    alts: list[int | None]
     weights: list[float]
-    avglen: float
-    k1: float
-    b: float
-    boost: float
-    k: int
-    allowed: list[int] | None
-    dead: list[int] | None
+    k: int = 10
+    groups: list[int | None] | None = None
+    alts: list[int | None] | None = None
+    avglen: float = 20.0
+    k1: float = 1.2
+    b: float = 0.75
+    boost: float = 1.0
+    allowed: list[int] | None = None
+    dead: list[int] | None = None
+
+    def group(self, i: int) -> int | None:
+        return self.groups[i] if self.groups is not None else None
+
+    def alt(self, i: int) -> int | None:
+        return self.alts[i] if self.alts is not None else None
+
+    def arguments(self) -> list[object]:
+        blank: list[int | None] = [None] * len(self.lexemes or ())
+        groups = blank if self.groups is None else self.groups
+        alts = blank if self.alts is None else self.alts
+        return [
+            *(self.collection, self.lexemes, groups, alts),
+            *(self.weights, self.avglen, self.k1, self.b, self.boost, self.k),
+            *(self.allowed, self.dead),
+        ]
 
 
 def part(q: Query, weight: float, posting: Posting) -> float:
@@ -384,8 +407,9 @@ def reference(q: Query, corpus: dict[str, dict[int, Posting]]) -> list[tuple[int
     """Score every chunk: ungrouped terms summed, a group's best alternative, units summed in
     the order of their first term (the extension's canonical order)."""
     units: list[list[int]] = []
-    for i, group in enumerate(q.groups):
-        same = [u for u in units if group is not None and q.groups[u[0]] == group]
+    for i in range(len(q.lexemes)):
+        group = q.group(i)
+        same = [u for u in units if group is not None and q.group(u[0]) == group]
         if same:
             same[0].append(i)
         else:
@@ -402,8 +426,8 @@ def reference(q: Query, corpus: dict[str, dict[int, Posting]]) -> list[tuple[int
             for i in unit:
                 posting = corpus.get(q.lexemes[i], {}).get(chunk)
                 value = part(q, q.weights[i], posting) if posting else 0.0
-                sums[q.alts[i]] = sums.get(q.alts[i], 0.0) + value
-            score += max(sums.values()) if q.groups[unit[0]] is not None else sums[q.alts[unit[0]]]
+                sums[q.alt(i)] = sums.get(q.alt(i), 0.0) + value
+            score += max(sums.values())  # one alternative when ungrouped
         if score > 0:
             scored.append((chunk, score))
     scored.sort(key=lambda hit: (-hit[1], hit[0]))
@@ -416,12 +440,15 @@ def topk(conn: Conn, q: Query, pruning: bool = True) -> list[tuple[int, float]]:
         rows = conn.execute(
             "SELECT chunk_id, score FROM bm25_topk(%s, %s::text[], %s::int4[], %s::int4[],"
             " %s::float8[], %s, %s, %s, %s, %s, %s::bigint[], %s::bigint[])",
-            [
-                q.collection, q.lexemes, q.groups, q.alts, q.weights, q.avglen, q.k1, q.b,
-                q.boost, q.k, q.allowed, q.dead,
-            ],
+            q.arguments(),
         ).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def _chunk_lengths(rng: random.Random, ties: bool) -> tuple[int, int]:
+    if ties:
+        return rng.choice([0, 4]), rng.choice([10, 40])
+    return rng.randrange(30), 1 + rng.randrange(400)
 
 
 def _corpus(conn: Conn, rng: random.Random, collection: int) -> dict[str, dict[int, Posting]]:
@@ -431,8 +458,7 @@ def _corpus(conn: Conn, rng: random.Random, collection: int) -> dict[str, dict[i
     base = rng.choice([0, 2**62])
     ids = sorted(base + i for i in rng.sample(range(1, size * rng.choice([1, 3, 50]) + 1), size))
     ties = rng.random() < 0.5
-    lengths = {c: (rng.choice([0, 4]), rng.choice([10, 40])) if ties else
-               (rng.randrange(30), 1 + rng.randrange(400)) for c in ids}
+    lengths = {c: _chunk_lengths(rng, ties) for c in ids}
     corpus: dict[str, dict[int, Posting]] = {}
     for n in range(7):
         density = rng.choice([0.01, 0.1, 0.5, 0.9])
@@ -460,15 +486,15 @@ def _query(rng: random.Random, collection: int, corpus: dict[str, dict[int, Post
     ids = sorted({c for postings in corpus.values() for c in postings})
 
     def some_ids() -> list[int]:
-        chosen = rng.sample(ids, rng.randrange(len(ids) // 2 + 1)) + [rng.randrange(1, 99)]
+        chosen = [*rng.sample(ids, rng.randrange(len(ids) // 2 + 1)), rng.randrange(1, 99)]
         return chosen + chosen[: rng.randrange(3)]  # unsorted, with duplicates
 
     return Query(
         collection=collection,
         lexemes=lexemes,
+        weights=[rng.choice([0.0, 0.4, 1.0, rng.uniform(0.01, 5)]) for _ in lexemes],
         groups=groups,
         alts=alts,
-        weights=[rng.choice([0.0, 0.4, 1.0, rng.uniform(0.01, 5)]) for _ in lexemes],
         avglen=rng.uniform(0.5, 150),
         k1=rng.choice([0.0, 0.3, 1.2, 2.5]),
         b=rng.choice([0.0, 0.5, 0.75, 1.0]),
@@ -503,8 +529,7 @@ def test_topk_ties_rank_by_chunk_id(conn: Conn) -> None:
     store(conn, 950, "t", postings)
     store(conn, 950, "u", [p for p in postings if p[0] % 7 == 0])
     for k in (1, 3, 4, 10, 700):
-        q = Query(950, ["t", "u"], [None, None], [None, None], [1.0, 0.0], 10.0, 1.2, 0.75, 1.0,
-                  k, None, None)
+        q = Query(950, ["t", "u"], [1.0, 0.0], k=k, avglen=10.0)
         expected = reference(q, {"t": {p[0]: p for p in postings}})
         assert topk(conn, q) == topk(conn, q, pruning=False) == expected
         assert [c for c, _ in expected[:3]] == sorted(better)[:k]
@@ -536,11 +561,8 @@ def test_topk_ties_rank_by_chunk_id(conn: Conn) -> None:
     ],
 )
 def test_topk_refuses_bad_arguments(conn: Conn, change: dict[str, Any], message: str) -> None:
-    fields: dict[str, Any] = {
-        "collection": 1, "lexemes": ["l0"], "groups": [None], "alts": [None], "weights": [1.0],
-        "avglen": 20.0, "k1": 1.2, "b": 0.75, "boost": 1.0, "k": 10, "allowed": None,
-        "dead": None,
-    }
+    fields: dict[str, Any] = {"collection": 1, "lexemes": ["l0"], "weights": [1.0]}
+    fields |= {"groups": [None], "alts": [None]}
     fields.update(change)
     with pytest.raises(psycopg.Error, match=message) as refused:
         topk(conn, Query(**fields))
@@ -548,18 +570,17 @@ def test_topk_refuses_bad_arguments(conn: Conn, change: dict[str, Any], message:
 
 
 def test_topk_empty_inputs(conn: Conn) -> None:
-    q = Query(1, [], [], [], [], 20.0, 1.2, 0.75, 1.0, 10, None, None)
-    assert topk(conn, q) == []
-    q = Query(1, ["l0"], [None], [None], [1.0], 20.0, 1.2, 0.75, 1.0, 10, [], None)
-    assert topk(conn, q) == []
-    q = Query(123456, ["l0"], [None], [None], [1.0], 20.0, 1.2, 0.75, 1.0, 10, None, None)
-    assert topk(conn, q) == []
+    store(conn, 940, "e", [(1, 0, 1, 0, 5)])
+    assert topk(conn, Query(940, ["e"], [1.0])) != []
+    assert topk(conn, Query(940, [], [])) == []
+    assert topk(conn, Query(940, ["e"], [1.0], allowed=[])) == []
+    assert topk(conn, Query(940, ["e"], [1.0], dead=[1])) == []
+    assert topk(conn, Query(941, ["e"], [1.0])) == []
 
 
 def test_topk_reads_the_statement_snapshot(conn: Conn, conninfo: str) -> None:
     store(conn, 960, "s", [(1, 0, 1, 0, 5), (2, 0, 2, 0, 5)])
-    q = Query(960, ["s", "n"], [None, None], [None, None], [1.0, 1.0], 5.0, 1.2, 0.75, 1.0, 10,
-              None, None)
+    q = Query(960, ["s", "n"], [1.0, 1.0], avglen=5.0)
     with psycopg.connect(conninfo) as reader:
         reader.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         before = topk(reader, q)
@@ -581,8 +602,7 @@ def test_statement_timeout_interrupts_a_long_walk(
     )
     # the same lexeme 600 times: 90M postings, seconds of summing every one without pruning
     n = 600
-    q = Query(970, ["w"] * n, [None] * n, [None] * n, [1.0] * n, 50.0, 1.2, 0.75, 2.0, 10,
-              None, None)
+    q = Query(970, ["w"] * n, [1.0] * n, avglen=50.0, boost=2.0)
     conn.execute("SET statement_timeout = '100ms'")
     try:
         with pytest.raises(pg_errors.QueryCanceled):
