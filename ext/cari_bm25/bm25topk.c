@@ -105,6 +105,7 @@ typedef struct Term
 	double		parts[BM25_SUB_POSTINGS];
 
 	bool		in_window;		/* its current sub-block meets the window */
+	double		cur;			/* its part in the current chunk */
 } Term;
 
 /* an ungrouped term, or a group scoring its best alternative */
@@ -141,6 +142,7 @@ typedef struct Walk
 	Unit	   *units;
 	double	   *alt_sums;		/* scratch: nterms */
 	int		   *order;			/* present units by ascending bound */
+	Term	  **ess;			/* the essential units' terms in the window */
 	double	   *prefix;			/* prefix sums of their bounds */
 	Bm25Postings *postings;		/* scratch */
 
@@ -397,21 +399,21 @@ term_part_at(Walk *w, Term *t, int64 d)
 	return (t->pos < t->count && t->ids[t->pos] == d) ? t->parts[t->pos] : 0.0;
 }
 
-/* A unit's score in chunk d: its term's part, or its best alternative's sum. */
-static double
-unit_score(Walk *w, const Unit *u, int64 d)
+/* A unit's score in the current chunk, from its terms' parts there (cur). */
+static inline double
+unit_value(Walk *w, const Unit *u)
 {
 	double		best = 0.0;
 
 	if (u->nalts == 0)
-		return term_part_at(w, &w->terms[u->terms[0]], d);
+		return w->terms[u->terms[0]].cur;
 	for (int a = 0; a < u->nalts; a++)
 		w->alt_sums[a] = 0.0;
 	for (int i = 0; i < u->nterms; i++)
 	{
-		Term	   *t = &w->terms[u->terms[i]];
+		const Term *t = &w->terms[u->terms[i]];
 
-		w->alt_sums[t->alt] += term_part_at(w, t, d);
+		w->alt_sums[t->alt] += t->cur;
 	}
 	for (int a = 0; a < u->nalts; a++)
 		best = Max(best, w->alt_sums[a]);
@@ -482,6 +484,7 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 	int			ne = 0;
 	double		theta = walk_theta(w);
 	uint32		ncandidates = 0;
+	int			ness;
 
 	/* the units present in the window and their bounds */
 	for (int i = 0; i < w->nterms; i++)
@@ -542,7 +545,13 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 			ne++;
 	}
 
-	/* the essential terms, decoded and at wstart */
+	/*
+	 * The essential units' terms, decoded and at wstart; the others' parts are
+	 * 0 unless probed.
+	 */
+	for (int i = 0; i < w->nterms; i++)
+		w->terms[i].cur = 0.0;
+	ness = 0;
 	for (int i = ne; i < np; i++)
 	{
 		const Unit *unit = &w->units[w->order[i]];
@@ -557,6 +566,7 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 				term_decode(w, t);
 			while (t->pos < t->count && t->ids[t->pos] < wstart)
 				t->pos++;
+			w->ess[ness++] = t;
 		}
 	}
 
@@ -573,53 +583,51 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 			CHECK_FOR_INTERRUPTS();
 
 		/* the next chunk of an essential term */
-		for (int i = ne; i < np; i++)
+		for (int e = 0; e < ness; e++)
 		{
-			const Unit *unit = &w->units[w->order[i]];
+			const Term *t = w->ess[e];
 
-			for (int j = 0; j < unit->nterms; j++)
+			if (t->pos < t->count && t->ids[t->pos] <= d)
 			{
-				Term	   *t = &w->terms[unit->terms[j]];
-
-				if (t->in_window && t->pos < t->count && t->ids[t->pos] <= wend &&
-					t->ids[t->pos] <= d)
-				{
-					d = t->ids[t->pos];
-					found = true;
-				}
+				d = t->ids[t->pos];
+				found = true;
 			}
 		}
-		if (!found)
+		if (!found || d > wend)
 			return true;
 
 		if (chunk_filtered(w, d, &next))
 		{
 			if (next == 0)
 				return false;	/* nothing later is allowed */
-			for (int i = ne; i < np; i++)
+			for (int e = 0; e < ness; e++)
 			{
-				const Unit *unit = &w->units[w->order[i]];
+				Term	   *t = w->ess[e];
 
-				for (int j = 0; j < unit->nterms; j++)
-				{
-					Term	   *t = &w->terms[unit->terms[j]];
-
-					if (t->in_window)
-						while (t->pos < t->count && t->ids[t->pos] < next)
-							t->pos++;
-				}
+				while (t->pos < t->count && t->ids[t->pos] < next)
+					t->pos++;
 			}
 			continue;
 		}
 
+		/* the essential terms' parts in d, each past d */
 		w->candidates++;
+		for (int e = 0; e < ness; e++)
+		{
+			Term	   *t = w->ess[e];
+
+			t->cur = 0.0;
+			if (t->pos < t->count && t->ids[t->pos] == d)
+				t->cur = t->parts[t->pos++];
+		}
 		for (int i = ne; i < np; i++)
 		{
 			Unit	   *unit = &w->units[w->order[i]];
 
-			unit->value = unit_score(w, unit, d);
+			unit->value = unit_value(w, unit);
 			s += unit->value;
 		}
+		/* the others, largest bound first, while d can still enter */
 		for (int i = ne - 1; i >= 0; i--)
 		{
 			Unit	   *unit = &w->units[w->order[i]];
@@ -629,22 +637,14 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 				pruned = true;
 				break;
 			}
-			unit->value = unit_score(w, unit, d);
-			s += unit->value;
-		}
-
-		/* past d */
-		for (int i = ne; i < np; i++)
-		{
-			const Unit *unit = &w->units[w->order[i]];
-
 			for (int j = 0; j < unit->nterms; j++)
 			{
 				Term	   *t = &w->terms[unit->terms[j]];
 
-				if (t->in_window && t->pos < t->count && t->ids[t->pos] == d)
-					t->pos++;
+				t->cur = term_part_at(w, t, d);
 			}
+			unit->value = unit_value(w, unit);
+			s += unit->value;
 		}
 		if (pruned)
 		{
@@ -1089,6 +1089,7 @@ bm25_topk(PG_FUNCTION_ARGS)
 		w->nterms = n;
 		w->alt_sums = palloc(sizeof(double) * n);
 		w->order = palloc(sizeof(int) * n);
+		w->ess = palloc(sizeof(Term *) * n);
 		w->prefix = palloc(sizeof(double) * (n + 1));
 		w->postings = palloc(sizeof(Bm25Postings));
 		w->hits = palloc(sizeof(Hit) * w->k);
