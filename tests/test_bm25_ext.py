@@ -589,6 +589,21 @@ def test_topk_empty_inputs(conn: Conn) -> None:
     assert topk(conn, Query(941, ["e"], [1.0])) == []
 
 
+def test_topk_extreme_ids(conn: Conn) -> None:
+    top = [MAX_ID - 2, MAX_ID - 1, MAX_ID]
+    store(conn, 945, "x", [(1, 0, 1, 0, 5), *[(c, 0, 2, 0, 5) for c in top]])
+    store(conn, 945, "y", [(c, 0, 1, 0, 5) for c in top])
+    for pruning in (True, False):
+        q = Query(945, ["x", "y"], [1.0, 1.0], k=2)
+        assert [c for c, _ in topk(conn, q, pruning)] == top[:2]
+        q = Query(945, ["x", "y"], [1.0, 1.0], k=3, dead=[MAX_ID - 1, MAX_ID - 2])
+        assert [c for c, _ in topk(conn, q, pruning)] == [MAX_ID, 1]
+        q = Query(945, ["x", "y"], [1.0, 1.0], allowed=[MAX_ID])
+        assert [c for c, _ in topk(conn, q, pruning)] == [MAX_ID]
+        q = Query(945, ["x", "y"], [1.0, 1.0], dead=[MAX_ID])
+        assert [c for c, _ in topk(conn, q, pruning)] == [MAX_ID - 2, MAX_ID - 1, 1]
+
+
 def test_topk_reads_the_statement_snapshot(conn: Conn, conninfo: str) -> None:
     store(conn, 960, "s", [(1, 0, 1, 0, 5), (2, 0, 2, 0, 5)])
     q = Query(960, ["s", "n"], [1.0, 1.0], avglen=5.0)

@@ -116,7 +116,6 @@ typedef struct Unit
 	int			nalts;			/* 0: an ungrouped term */
 	bool		present;		/* has a term in the window */
 	double		bound;			/* in the window */
-	double		value;			/* for the current chunk */
 } Unit;
 
 typedef struct Hit
@@ -476,6 +475,26 @@ units_sort(Walk *w, int np)
 	}
 }
 
+/* The smallest chunk id at the essential terms' positions, if any is left. */
+static inline bool
+essential_next(Walk *w, int ness, int64 *d)
+{
+	bool		found = false;
+
+	*d = PG_INT64_MAX;
+	for (int e = 0; e < ness; e++)
+	{
+		const Term *t = w->ess[e];
+
+		if (t->pos < t->count && t->ids[t->pos] <= *d)
+		{
+			*d = t->ids[t->pos];
+			found = true;
+		}
+	}
+	return found;
+}
+
 /* Score the chunks of one window [wstart, wend]; false when the walk is over. */
 static bool
 walk_window(Walk *w, int64 wstart, int64 wend)
@@ -485,6 +504,9 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 	double		theta = walk_theta(w);
 	uint32		ncandidates = 0;
 	int			ness;
+	bool		ess_groups = false;
+	bool		found;
+	int64		d;
 
 	/* the units present in the window and their bounds */
 	for (int i = 0; i < w->nterms; i++)
@@ -556,6 +578,7 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 	{
 		const Unit *unit = &w->units[w->order[i]];
 
+		ess_groups |= unit->nalts > 0;
 		for (int j = 0; j < unit->nterms; j++)
 		{
 			Term	   *t = &w->terms[unit->terms[j]];
@@ -570,31 +593,18 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 		}
 	}
 
-	for (;;)
+	found = essential_next(w, ness, &d);
+	while (found && d <= wend)
 	{
-		int64		d = PG_INT64_MAX;
-		bool		found = false;
-		bool		pruned = false;
 		int64		next;
+		int64		after = PG_INT64_MAX;
+		bool		more = false;
 		double		s = 0.0;
 		double		score = 0.0;
+		bool		pruned = false;
 
 		if ((++ncandidates & 1023) == 0)
 			CHECK_FOR_INTERRUPTS();
-
-		/* the next chunk of an essential term */
-		for (int e = 0; e < ness; e++)
-		{
-			const Term *t = w->ess[e];
-
-			if (t->pos < t->count && t->ids[t->pos] <= d)
-			{
-				d = t->ids[t->pos];
-				found = true;
-			}
-		}
-		if (!found || d > wend)
-			return true;
 
 		if (chunk_filtered(w, d, &next))
 		{
@@ -607,30 +617,46 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 				while (t->pos < t->count && t->ids[t->pos] < next)
 					t->pos++;
 			}
+			found = essential_next(w, ness, &d);
 			continue;
 		}
 
-		/* the essential terms' parts in d, each past d */
+		/*
+		 * One pass over the essential terms: their parts in d (summed: exact
+		 * unless a group's alternatives are summed, an upper bound then), each
+		 * moved past d, and the chunk after d.
+		 */
 		w->candidates++;
 		for (int e = 0; e < ness; e++)
 		{
 			Term	   *t = w->ess[e];
 
 			t->cur = 0.0;
-			if (t->pos < t->count && t->ids[t->pos] == d)
-				t->cur = t->parts[t->pos++];
+			if (t->pos < t->count)
+			{
+				if (t->ids[t->pos] == d)
+				{
+					t->cur = t->parts[t->pos++];
+					s += t->cur;
+				}
+				if (t->pos < t->count && t->ids[t->pos] <= after)
+				{
+					after = t->ids[t->pos];
+					more = true;
+				}
+			}
 		}
-		for (int i = ne; i < np; i++)
+		if (ess_groups && ne > 0)
 		{
-			Unit	   *unit = &w->units[w->order[i]];
-
-			unit->value = unit_value(w, unit);
-			s += unit->value;
+			s = 0.0;
+			for (int i = ne; i < np; i++)
+				s += unit_value(w, &w->units[w->order[i]]);
 		}
+
 		/* the others, largest bound first, while d can still enter */
 		for (int i = ne - 1; i >= 0; i--)
 		{
-			Unit	   *unit = &w->units[w->order[i]];
+			const Unit *unit = &w->units[w->order[i]];
 
 			if (cannot_beat(s + w->prefix[i + 1], theta))
 			{
@@ -643,19 +669,20 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 
 				t->cur = term_part_at(w, t, d);
 			}
-			unit->value = unit_value(w, unit);
-			s += unit->value;
+			s += unit_value(w, unit);
 		}
 		if (pruned)
 		{
 			w->candidates_pruned++;
+			d = after;
+			found = more;
 			continue;
 		}
 
-		/* the canonical sum: units in their own order */
+		/* the canonical sum: units in their own order (every term's cur is d's) */
 		for (int u = 0; u < w->nunits; u++)
 			if (w->units[u].present)
-				score += w->units[u].value;
+				score += unit_value(w, &w->units[u]);
 		if (unlikely(!isfinite(score)))
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
@@ -666,7 +693,10 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 			hits_offer(w, score, d);
 			theta = walk_theta(w);
 		}
+		d = after;
+		found = more;
 	}
+	return true;
 }
 
 static void
