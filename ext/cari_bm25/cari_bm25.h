@@ -1,0 +1,116 @@
+/*
+ * cari_bm25.h
+ *		Shared declarations of the cari_bm25 extension: the block payload
+ *		format (bm25format.c) and the query-time scoring used by the top-k
+ *		walker (bm25topk.c).  The format itself is described at the top of
+ *		bm25format.c.
+ */
+#ifndef CARI_BM25_H
+#define CARI_BM25_H
+
+#include "postgres.h"
+
+/* payload format (see bm25format.c) */
+#define BM25_FORMAT_VERSION		1
+#define BM25_MAX_POSTINGS		1024	/* postings in one block row */
+#define BM25_SUB_POSTINGS		128 /* postings in one sub-block */
+#define BM25_MAX_SUBBLOCKS		(BM25_MAX_POSTINGS / BM25_SUB_POSTINGS)
+#define BM25_MAX_POINTS			4	/* bound points of one sub-block */
+#define BM25_MAX_PAYLOAD		1800	/* bytes: never TOASTed nor compressed */
+#define BM25_MAX_TF				32767
+#define BM25_MAX_LEN			PG_INT32_MAX
+
+/*
+ * A bound point: every posting of its sub-block is dominated by one of the
+ * sub-block's points (tf_title and tf_body at most, len_title and len_body at
+ * least the point's), so the point's BM25 part bounds the posting's for any
+ * k1 >= 0, 0 <= b <= 1, avglen > 0, boost >= 0 and weight >= 0.
+ */
+typedef struct Bm25Point
+{
+	int32		tf_title;
+	int32		tf_body;
+	int32		len_title;
+	int32		len_body;
+} Bm25Point;
+
+/* one directory entry, parsed and validated */
+typedef struct Bm25SubBlock
+{
+	int64		last;			/* last (largest) chunk id */
+	int64		floor;			/* every id is > floor */
+	int64		base;			/* the first id's delta is relative to this */
+	uint32		offset;			/* of its postings, from the payload start */
+	uint32		length;			/* bytes of its postings */
+	int			count;			/* postings, 1..BM25_SUB_POSTINGS */
+	int			npoints;		/* 1..BM25_MAX_POINTS */
+	Bm25Point	points[BM25_MAX_POINTS];
+} Bm25SubBlock;
+
+/* a payload whose header and directory were validated; postings not yet */
+typedef struct Bm25Block
+{
+	const uint8 *data;
+	uint32		size;
+	int			n;				/* postings, 1..BM25_MAX_POSTINGS */
+	int			nsub;			/* sub-blocks, 1..BM25_MAX_SUBBLOCKS */
+	Bm25SubBlock sub[BM25_MAX_SUBBLOCKS];
+} Bm25Block;
+
+/* the postings of one sub-block, decoded and validated */
+typedef struct Bm25Postings
+{
+	int			count;
+	int64		id[BM25_SUB_POSTINGS];
+	int32		tf_title[BM25_SUB_POSTINGS];
+	int32		tf_body[BM25_SUB_POSTINGS];
+	int32		len_title[BM25_SUB_POSTINGS];
+	int32		len_body[BM25_SUB_POSTINGS];
+} Bm25Postings;
+
+extern void bm25_block_parse(const uint8 *data, Size size, int64 floor,
+							 Bm25Block *block);
+extern void bm25_subblock_decode(const Bm25Block *block, int sub,
+								 Bm25Postings *out);
+extern void bm25_subblock_check_points(const Bm25SubBlock *sub,
+									   const Bm25Postings *postings);
+pg_noreturn extern void bm25_corrupt(const char *detail);
+
+/* query-time BM25 parameters, validated by the caller */
+typedef struct Bm25Params
+{
+	double		k1;
+	double		b;
+	double		avglen;
+	double		boost;
+	double		k1_plus_1;		/* k1 + 1, as SQL computes it */
+	double		one_minus_b;	/* 1 - b, as SQL computes it */
+} Bm25Params;
+
+/*
+ * The BM25 part of one posting of a term weighing `weight`, with the operations
+ * in the order of the SQL statement's
+ *     weight * bm25_tf(tf_title * boost + tf_body, len_title * boost + len_body,
+ *                      avglen, k1, b)
+ * where bm25_tf = tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen)), so the
+ * result is the same double.  A posting whose boosted tf is 0 (a title-only
+ * posting with boost 0) scores 0 (SQL's 0 / x, or its division by zero when x
+ * is 0 too).  Callers check the result is finite.
+ */
+static inline double
+bm25_part(const Bm25Params *q, double weight,
+		  int32 tf_title, int32 tf_body, int32 len_title, int32 len_body)
+{
+	double		tf = (double) tf_title * q->boost + (double) tf_body;
+	double		len = (double) len_title * q->boost + (double) len_body;
+
+	if (tf == 0.0)
+		return 0.0;
+	return weight * (tf * q->k1_plus_1 /
+					 (tf + q->k1 * (q->one_minus_b + q->b * len / q->avglen)));
+}
+
+/* GUC cari_bm25.pruning */
+extern bool bm25_pruning;
+
+#endif							/* CARI_BM25_H */
