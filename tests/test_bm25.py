@@ -16,7 +16,7 @@ from bench.reference import ReferenceBM25, analyzed_tokens, query_terms
 from pgvector.psycopg import register_vector_async
 from psycopg import sql
 
-from cari import collection
+from cari import collection, keyword_engine
 from cari.collection import CollectionCreate, CollectionUpdate
 from cari.ingest import store
 from cari.ingest.chunking import Chunk
@@ -155,7 +155,7 @@ async def keyword(conn: AConn, ref: CollectionRef, text: str, k: int = 10) -> li
 
 async def folded_engine(conn: AConn, ref: CollectionRef) -> bm25.Engine:
     await store.compact_statistics(conn, ref, fold_postings=1)
-    return await bm25.installed_engine(conn)
+    return (await keyword_engine.detect(conn, SETTINGS)).name
 
 
 @pytest.mark.parametrize("engine", ["installed", "sql"])

@@ -25,7 +25,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from cari import collection, synonyms
+from cari import collection, keyword_engine, synonyms
 from cari.collection import CollectionCreate
 from cari.ingest.store import (
     CollectionRef,
@@ -296,3 +296,57 @@ def test_concurrent_writers_and_folds_stay_exact(ext_dsn: str) -> None:
                 assert_same(got, expected, text)
 
     asyncio.run(run())
+
+
+def test_choosing_the_sql_engine_unfolds_the_blocks(ext_dsn: str) -> None:
+    """CARI_KEYWORD_ENGINE=sql where the extension was created: the packed postings go back to
+    the postings table (the dead chunks' left out), the extension is dropped, and the SQL
+    statement then ranks as the extension did."""
+    docs = corpus(9, 200)
+    queries = [" ".join(random.Random(i).sample(WORDS, 3)) for i in range(15)]
+
+    async def before() -> list[list[tuple[int, float]]]:
+        async with await connect(ext_dsn) as conn:
+            await collection.create(conn, CollectionCreate(name="c"), SETTINGS)
+            ref = await collection_ref(conn, "c")
+            await write_documents(conn, ref, [prepared(*d) for d in docs], compact=False)
+            await fold(conn, ref)
+            await delete_document(conn, ref, docs[0][0])
+            found = []
+            for text in queries:
+                got = await bm25.search(
+                    conn,
+                    ref.id,
+                    text,
+                    candidates=10,
+                    filters=NO_FILTERS,
+                    params={},
+                    engine="cari_bm25",
+                )
+                found.append([(c.chunk_id, c.score) for c in got.candidates])
+            return found
+
+    async def after() -> list[list[tuple[int, float]]]:
+        async with await connect(ext_dsn) as conn:
+            ref = await collection_ref(conn, "c")
+            found = []
+            for text in queries:
+                got = await bm25.search(
+                    conn, ref.id, text, candidates=10, filters=NO_FILTERS, params={}, engine="sql"
+                )
+                found.append([(c.chunk_id, c.score) for c in got.candidates])
+            assert await collection.keyword_index_differences(conn, "c") == {
+                "postings": 0,
+                "document frequencies": 0,
+                "sizes": 0,
+            }
+            return found
+
+    expected = asyncio.run(before())
+    forced = Settings(_env_file=None, keyword_engine="sql")  # type: ignore[call-arg]
+    assert keyword_engine.install(ext_dsn, forced) == keyword_engine.SQL
+    with psycopg.connect(ext_dsn) as conn:
+        assert conn.execute(query("keyword_extension_installed")).fetchone() is None
+        assert conn.execute("SELECT count(*) FROM bm25_blocks").fetchone() == (0,)
+    for got, want in zip(asyncio.run(after()), expected, strict=True):
+        assert_same(got, want, "after unfolding")

@@ -6,8 +6,9 @@ scores, slower).
 the server has it (the embedded server is given Cari's own build, `cari.extension`; another
 server has it when a DBA installed it, docs/operations.md) and updates it when the server has
 another version. Where it cannot, Cari says so once and the SQL statement serves.
-`CARI_KEYWORD_ENGINE=sql` forces the SQL statement: nothing is built or created, and `sql` is
-reported even where the extension is created.
+`CARI_KEYWORD_ENGINE=sql` forces the SQL statement: nothing is built or created; where the
+extension was created, its packed postings go back to the `postings` table and it is dropped
+(the statement reads only that table).
 
 `KeywordEngine` is a runtime's: it asks the database once and keeps the answer, which /readyz,
 /metrics (`cari_keyword_engine`) and `explain` report.
@@ -47,6 +48,7 @@ def install(dsn: str, settings: Settings) -> Engine:
     """Create (or update) the extension in the database at `dsn` when the server has it; the
     engine that serves it then. Said once when the extension cannot serve."""
     if settings.keyword_engine == "sql":
+        _unfold(dsn)
         return SQL
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(query("keyword_extension_available")).fetchone()
@@ -82,10 +84,26 @@ def install(dsn: str, settings: Settings) -> Engine:
         return _engine(conn.execute(query("keyword_engine")).fetchone())
 
 
+def _unfold(dsn: str) -> None:
+    """With the SQL statement chosen, a database where the extension was created gets its packed
+    postings back as rows, and the extension goes: the statement reads rows only."""
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        if conn.execute(query("keyword_extension_installed")).fetchone() is None:
+            return
+        moved = conn.execute(query("bm25_unfold")).rowcount
+        conn.execute(query("keyword_extension_drop"))
+    _log.warning(
+        "CARI_KEYWORD_ENGINE=sql: %s packed postings moved back to the postings table and the "
+        "extension %s dropped from the database (restart every Cari process on it)",
+        moved,
+        extension.NAME,
+    )
+
+
 async def detect(conn: psycopg.AsyncConnection[Any], settings: Settings) -> Engine:
     """The engine serving the database `conn` is connected to."""
     if settings.keyword_engine == "sql":
-        return SQL
+        return SQL  # `install` dropped the extension
     cursor = await conn.execute(query("keyword_engine"))
     return _engine(await cursor.fetchone())
 

@@ -119,6 +119,7 @@ async def open_runtime(
             embedders,
             settings,
             collections=CollectionRows(pool, location),
+            keyword_engine=engine,
             reranker=reranker,
         )
         if wait:  # asked now, so /metrics has it from the start; else at the first /readyz

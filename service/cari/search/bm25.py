@@ -68,9 +68,3 @@ async def search(
     rows = await cur.fetchall()
     found = [Candidate(int(r[0]), float(r[1])) for r in rows]
     return KeywordResult(found, int(rows[0][2]) if rows else 0)
-
-
-async def installed_engine(conn: psycopg.AsyncConnection[Any]) -> Engine:
-    """The engine this database serves keyword search with: the extension where installed."""
-    cur = await conn.execute(query("keyword_engine"))
-    return "cari_bm25" if await cur.fetchone() is not None else "sql"

@@ -36,6 +36,7 @@ from cari.errors import (
     NotFound,
     RerankUnavailable,
 )
+from cari.keyword_engine import KeywordEngine
 from cari.limits import (
     Candidates,
     EfSearch,
@@ -204,6 +205,7 @@ class Searcher:
         settings: Settings,
         *,
         collections: CollectionRows,
+        keyword_engine: KeywordEngine,
         reranker: Reranker | None = None,
     ) -> None:
         self.reads = reads  # the servers searches run on: a replica, or the primary
@@ -212,9 +214,7 @@ class Searcher:
         self.embedders = embedders
         self.collections = collections  # kept while a serving process listens (the app)
         self._models: dict[str | None, _Model] = {}
-        # The keyword engine the database serves with, read on the first keyword search: the
-        # extension is created when the process starts, before any search.
-        self.keyword_engine: bm25.Engine | None = None
+        self.keyword_engine = keyword_engine  # the extension, or the SQL statement
         default = self._model(None)
         self.vectors = default.vectors  # the default embedder's, which metrics report
         self.router = default.router
@@ -490,8 +490,7 @@ class Searcher:
         params: dict[str, Any],
     ) -> bm25.KeywordResult:
         async with pool.connection() as conn:
-            if self.keyword_engine is None:
-                self.keyword_engine = await bm25.installed_engine(conn)
+            engine = await self.keyword_engine.current(conn)
             return await bm25.search(
                 conn,
                 collection.id,
@@ -499,7 +498,7 @@ class Searcher:
                 candidates=params["candidates"],
                 filters=filters,
                 params=params,
-                engine=self.keyword_engine,
+                engine=engine.name,
             )
 
     async def _vector(
@@ -599,7 +598,7 @@ class Searcher:
                 "source": first.scale_source,
             },
             "candidates": {"requested": plan.candidates},
-            "keyword_engine": self.keyword_engine,  # None: no keyword search ran yet
+            "keyword_engine": str(self.keyword_engine.known or "unknown"),
             "ef_search": {"requested": plan.ef_search, "applied": first.applied_ef},
             "query_vector_cached": bool(embedded) and all(p.cached for p in embedded),
             "filters": request.filters or {},
