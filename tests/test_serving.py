@@ -55,7 +55,7 @@ def test_hung_embedder_costs_a_search_its_budget_then_the_breaker_skips_it(
     hybrid, took = _search(client, "mobil bensin irit", "hybrid")
     assert hybrid.status_code == 200 and took < 2.0
     assert hybrid.json()["degraded"] == ["vector"]
-    assert "no query embedding within 0.5 s" in hybrid.json()["warnings"][0]
+    assert "no query embedding within the search's 0.5 s budget" in hybrid.json()["warnings"][0]
     assert hybrid.json()["results"]  # from keywords
 
     vector, took = _search(client, "mobil tujuh kursi", "vector")
@@ -202,9 +202,31 @@ async def test_budget_bounds_a_hung_embedding() -> None:
     embedder.delay = 30
     vectors = QueryVectors(embedder, size=10, timeout_s=0.2)
     started = time.monotonic()
-    with pytest.raises(EmbedderUnavailable, match=r"no query embedding within 0\.2 s"):
+    with pytest.raises(EmbedderUnavailable, match=r"no query embedding within the search's 0\.2 s"):
         await vectors.get("hung")
     assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.anyio
+async def test_an_asker_gives_up_at_its_deadline_and_the_embedding_goes_on() -> None:
+    """A search's deadline (its budget less what answering takes after the wait) bounds the
+    embedding it starts; one that joins an embedding under way gives up at its own deadline,
+    and the embedding goes on for the first."""
+    embedder = Scripted()
+    embedder.delay = 0.5
+    vectors = QueryVectors(embedder, size=10, timeout_s=30)
+    with pytest.raises(EmbedderUnavailable, match="within the search's 30 s budget"):
+        await vectors.get("bounded", deadline=time.monotonic() + 0.05)
+    assert vectors.pending == 0  # the embedding it started ended with it
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(vectors.get, "shared", time.monotonic() + 25)
+        await anyio.sleep(0.01)
+        with pytest.raises(EmbedderUnavailable, match="within the search's 30 s budget"):
+            await vectors.get("shared", deadline=time.monotonic() + 0.05)
+        assert vectors.pending == 1  # still being embedded for the first asker
+    assert embedder.queries == ["bounded", "shared"]
+    assert (await vectors.get("shared"))[1] is True
 
 
 # -- the local model: queries first, a bounded backlog --------------------------------------

@@ -4,7 +4,10 @@
 - Identical questions asked at once are embedded once; every asker gets that vector.
 - A time budget: an embedding (its wait for the embedder included) that takes longer than
   `timeout_s` fails as EmbedderUnavailable, so a hung embedding service costs a search seconds,
-  not minutes of timeouts and retries (a hybrid search then answers from keywords).
+  not minutes of timeouts and retries (a hybrid search then answers from keywords). A search
+  gives a `deadline` (its budget less what answering takes after the wait), which bounds the
+  embedding it starts; one that joins an embedding under way gives up at its own deadline
+  while the embedding goes on for the others.
 - A circuit breaker: after `BREAKER_FAILURES` failures in a row the embedder is not asked for
   `BREAKER_COOLDOWN_S` (every search degrades at once), then one search probes it; a success
   closes the breaker, a failure opens it again.
@@ -52,8 +55,9 @@ class QueryVectors:
         """Whether enough failures in a row have opened the breaker (until a probe succeeds)."""
         return self._failures >= BREAKER_FAILURES
 
-    async def get(self, text: str) -> tuple[np.ndarray, bool]:
-        """The vector, and whether it came from the cache."""
+    async def get(self, text: str, deadline: float | None = None) -> tuple[np.ndarray, bool]:
+        """The vector, and whether it came from the cache; EmbedderUnavailable when it is not
+        there by `deadline` (a `time.monotonic()` instant) or within `timeout_s`."""
         if (vector := self._cache.get(text)) is not None:
             self._cache.move_to_end(text)
             metrics.QUERY_VECTORS.labels("cache").inc()
@@ -62,11 +66,25 @@ class QueryVectors:
         task = self._pending.get(text)
         if task is None:
             probe = self._admit()
-            task = asyncio.ensure_future(self._embed(text, probe))
+            budget = self.timeout_s if deadline is None else deadline - time.monotonic()
+            task = asyncio.ensure_future(self._embed(text, probe, min(budget, self.timeout_s)))
             task.add_done_callback(self._settled)
             self._pending[text] = task
-        # Shielded: one asker giving up (a client gone) does not cancel the others' embedding.
-        return await asyncio.shield(task), False
+        # Shielded: one asker giving up (a client gone, its deadline) does not cancel the
+        # others' embedding.
+        if deadline is None:
+            return await asyncio.shield(task), False
+        try:  # one who joined an embedding under way may have less time left than it has
+            return await asyncio.wait_for(asyncio.shield(task), deadline - time.monotonic()), False
+        except TimeoutError:
+            raise self._late() from None
+
+    def _late(self) -> EmbedderUnavailable:
+        return EmbedderUnavailable(
+            f"no query embedding within the search's {self.timeout_s:g} s budget "
+            "(CARI_EMBEDDING_QUERY_TIMEOUT_S)",
+            retry_after=self.timeout_s,
+        )
 
     def _admit(self) -> bool:
         """Raise EmbedderUnavailable while the breaker is open (or another search probes);
@@ -84,17 +102,14 @@ class QueryVectors:
         self._probing = True
         return True
 
-    async def _embed(self, text: str, probe: bool) -> np.ndarray:
+    async def _embed(self, text: str, probe: bool, budget: float) -> np.ndarray:
         try:
-            with anyio.fail_after(self.timeout_s):
+            with anyio.fail_after(budget):
                 vector = await self.embedder.embed_query(text)
         except TimeoutError:
             # Retrying helps once the backlog that held this one is served (or the breaker
             # answers at once): a budget's time later.
-            failure = EmbedderUnavailable(
-                f"no query embedding within {self.timeout_s:g} s (CARI_EMBEDDING_QUERY_TIMEOUT_S)",
-                retry_after=self.timeout_s,
-            )
+            failure = self._late()
             self._failed(failure, "timeout")
             raise failure from None
         except EmbedderUnavailable as exc:
