@@ -22,6 +22,8 @@ def test_collection_lifecycle(client: TestClient[Any]) -> None:
     body = created.json()
     assert body["name"] == "faq"
     assert body["language"] == "indonesian"
+    # Made with the default embedder (CARI_EMBEDDER, local here): named, not null.
+    assert (body["embedder"], body["next_embedder"]) == ("local", None)
     assert (body["search_mode"], body["top_k"], body["threshold"], body["rrf_k"]) == (
         "hybrid",
         5,
@@ -31,6 +33,8 @@ def test_collection_lifecycle(client: TestClient[Any]) -> None:
 
     assert [c["name"] for c in client.get("/v1/collections").json()] == ["faq"]
     assert client.get("/v1/collections/faq").json()["language"] == "indonesian"
+    assert client.get("/v1/collections/faq").json()["embedder"] == "local"
+    assert [c["embedder"] for c in client.get("/v1/collections").json()] == ["local"]
 
     patched = client.patch(
         "/v1/collections/faq", json={"top_k": 8, "keyword_weight": 2.0, "search_mode": "keyword"}
@@ -44,6 +48,7 @@ def test_collection_lifecycle(client: TestClient[Any]) -> None:
     )
     assert changed["language"] == "indonesian"  # untouched fields keep their values
     assert changed["vector_weight"] == 1.0
+    assert changed["embedder"] == "local"
 
     assert client.delete("/v1/collections/faq").status_code == 204
     assert client.get("/v1/collections/faq").status_code == 404
