@@ -3,10 +3,14 @@
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import psycopg
 import pytest
 from litestar.testing import TestClient
 
+from cari.answer.service import AnswerRequest
+from cari.collection import CollectionCreate, CollectionUpdate
+from cari.search.engine import SearchRequest
 from tests.conftest import app_client
 
 
@@ -183,6 +187,37 @@ def test_every_error_is_a_problem(client: TestClient[Any], dsn: str) -> None:
         refused = guarded.get("/v1/collections")
     problem(refused, 401, "unauthorized")
     assert refused.headers["www-authenticate"] == "Bearer"
+
+
+BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _bounds(schema: dict[str, Any]) -> set[tuple[str, float]]:
+    """The numeric bounds a property schema states, itself or in its alternatives."""
+    found = {(key, float(schema[key])) for key in BOUNDS if key in schema}
+    for alternative in schema.get("anyOf", []) + schema.get("oneOf", []):
+        found |= _bounds(alternative)
+    return found
+
+
+def test_openapi_states_every_numeric_bound_the_server_enforces(client: TestClient[Any]) -> None:
+    """Each bound of a request struct's numbers is in the OpenAPI document as msgspec states
+    it. Litestar dropped a bound of 0 on an optional field (it tests the value's truth):
+    `threshold` and the weights had no `minimum: 0`, which the server enforces."""
+    documented = client.get("/docs/openapi.json").json()["components"]["schemas"]
+    structs = (SearchRequest, AnswerRequest, CollectionCreate, CollectionUpdate)
+    _, definitions = msgspec.json.schema_components(structs)
+    for struct in structs:
+        own = definitions[struct.__name__]["properties"]
+        stated = documented[struct.__name__]["properties"]
+        for field, schema in own.items():
+            assert _bounds(stated[field]) == _bounds(schema), (struct.__name__, field)
+    for struct in ("SearchRequest", "CollectionUpdate"):
+        for field in ("threshold", "vector_weight", "keyword_weight"):
+            assert ("minimum", 0.0) in _bounds(documented[struct]["properties"][field]), (
+                struct,
+                field,
+            )
 
 
 def test_openapi_documents_every_route(client: TestClient[Any], dsn: str) -> None:
