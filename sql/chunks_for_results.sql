@@ -6,7 +6,7 @@
 -- are removed from the content first, so only ts_headline's are in the passage; a query with
 -- no lexeme searches for a marker, which the content no longer holds: no match gives the
 -- start of the content.
-SELECT c.id, d.external_id AS document_id, c.title, c.content, c.metadata, c.ordinal,
+SELECT c.id, d.external_id AS document_id, d.source, c.title, c.content, c.metadata, c.ordinal,
        ts_headline(c.language, translate(c.content, %(start)s || %(stop)s, '  '),
                    coalesce(q.words, quote_literal(%(start)s)::tsquery), %(options)s)
            AS highlight

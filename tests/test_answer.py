@@ -23,6 +23,7 @@ DOCUMENTS = [
     {
         "id": "civic",
         "title": "Honda Civic RS",
+        "source": "faq",
         "text": "Honda Civic RS dijual seharga Rp 600 juta. Mesinnya turbo 1.5 liter dengan "
         "tenaga 178 PS. Tersedia warna merah dan putih.",
     },
@@ -74,6 +75,8 @@ def test_extractive_answer_without_llm_cites_real_sources(collection_dsn: str) -
     assert answer["sources"][0]["result"]["document_id"] == "civic"
     first = answer["citations"]["1"]
     assert first["document_id"] == "civic" and first["title"] == "Honda Civic RS"
+    # The document's own `source`, as stored (it was null: read from the metadata only).
+    assert first["source"] == "faq" and answer["sources"][0]["result"]["source"] == "faq"
     assert "600 juta" in first["snippet"]
     numbers = {str(s["number"]) for s in answer["sources"]}
     assert set(answer["citations"]) <= numbers

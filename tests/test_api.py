@@ -3,10 +3,14 @@
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import psycopg
 import pytest
 from litestar.testing import TestClient
 
+from cari.answer.service import AnswerRequest
+from cari.collection import CollectionCreate, CollectionUpdate
+from cari.search.engine import SearchRequest
 from tests.conftest import app_client
 
 
@@ -22,6 +26,8 @@ def test_collection_lifecycle(client: TestClient[Any]) -> None:
     body = created.json()
     assert body["name"] == "faq"
     assert body["language"] == "indonesian"
+    # Made with the default embedder (CARI_EMBEDDER, local here): named, not null.
+    assert (body["embedder"], body["next_embedder"]) == ("local", None)
     assert (body["search_mode"], body["top_k"], body["threshold"], body["rrf_k"]) == (
         "hybrid",
         5,
@@ -31,6 +37,8 @@ def test_collection_lifecycle(client: TestClient[Any]) -> None:
 
     assert [c["name"] for c in client.get("/v1/collections").json()] == ["faq"]
     assert client.get("/v1/collections/faq").json()["language"] == "indonesian"
+    assert client.get("/v1/collections/faq").json()["embedder"] == "local"
+    assert [c["embedder"] for c in client.get("/v1/collections").json()] == ["local"]
 
     patched = client.patch(
         "/v1/collections/faq", json={"top_k": 8, "keyword_weight": 2.0, "search_mode": "keyword"}
@@ -44,6 +52,7 @@ def test_collection_lifecycle(client: TestClient[Any]) -> None:
     )
     assert changed["language"] == "indonesian"  # untouched fields keep their values
     assert changed["vector_weight"] == 1.0
+    assert changed["embedder"] == "local"
 
     assert client.delete("/v1/collections/faq").status_code == 204
     assert client.get("/v1/collections/faq").status_code == 404
@@ -178,6 +187,37 @@ def test_every_error_is_a_problem(client: TestClient[Any], dsn: str) -> None:
         refused = guarded.get("/v1/collections")
     problem(refused, 401, "unauthorized")
     assert refused.headers["www-authenticate"] == "Bearer"
+
+
+BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _bounds(schema: dict[str, Any]) -> set[tuple[str, float]]:
+    """The numeric bounds a property schema states, itself or in its alternatives."""
+    found = {(key, float(schema[key])) for key in BOUNDS if key in schema}
+    for alternative in schema.get("anyOf", []) + schema.get("oneOf", []):
+        found |= _bounds(alternative)
+    return found
+
+
+def test_openapi_states_every_numeric_bound_the_server_enforces(client: TestClient[Any]) -> None:
+    """Each bound of a request struct's numbers is in the OpenAPI document as msgspec states
+    it. Litestar dropped a bound of 0 on an optional field (it tests the value's truth):
+    `threshold` and the weights had no `minimum: 0`, which the server enforces."""
+    documented = client.get("/docs/openapi.json").json()["components"]["schemas"]
+    structs = (SearchRequest, AnswerRequest, CollectionCreate, CollectionUpdate)
+    _, definitions = msgspec.json.schema_components(structs)
+    for struct in structs:
+        own = definitions[struct.__name__]["properties"]
+        stated = documented[struct.__name__]["properties"]
+        for field, schema in own.items():
+            assert _bounds(stated[field]) == _bounds(schema), (struct.__name__, field)
+    for struct in ("SearchRequest", "CollectionUpdate"):
+        for field in ("threshold", "vector_weight", "keyword_weight"):
+            assert ("minimum", 0.0) in _bounds(documented[struct]["properties"][field]), (
+                struct,
+                field,
+            )
 
 
 def test_openapi_documents_every_route(client: TestClient[Any], dsn: str) -> None:

@@ -123,7 +123,7 @@ def test_measures_every_cell_through_the_real_server(
             assert set(cell) >= CELL_KEYS, (what, phase)
             assert cell["requests"] > 0 and cell["errors"] == 0, (what, phase, cell)
             assert cell["p50_ms"] <= cell["p95_ms"] <= cell["p99_ms"]
-            assert DURATION <= cell["seconds"] < DURATION + 1
+            assert cell["seconds"] >= DURATION  # and more by the requests in flight at its end
             rate = cell["requests"] / cell["seconds"]
             assert cell["throughput_rps"] == pytest.approx(rate, rel=1e-3)
             if phase == "baseline":

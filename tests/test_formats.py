@@ -217,6 +217,19 @@ def test_jsonl_records_and_rejections() -> None:
     )
 
 
+def test_jsonl_json_errors_read_once_and_say_what_to_do() -> None:
+    # Python's messages for these end in "at": the column followed as "at at column 11".
+    lines = [b'{"id": "a", "text": "tab\there"}', b'{"id": "b", "text": "open']
+    parsed = parse(b"\n".join(lines), "jsonl", name="d.jsonl")
+    reasons = [r.reason for r in parsed if isinstance(r, Rejected)]
+    assert reasons == [
+        "record: not valid JSON (Invalid control character at column 25: write a tab or line "
+        "break inside a string as \\t or \\n)",
+        "record: not valid JSON (Unterminated string starting at column 21)",
+    ]
+    assert not any("at at" in reason for reason in reasons)
+
+
 def test_jsonl_keeps_unicode_line_separators_inside_strings() -> None:
     data = json.dumps({"id": "u", "text": "one\u2028two"}, ensure_ascii=False).encode()
     (document,) = parse(data, "jsonl", name="x")

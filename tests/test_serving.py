@@ -51,22 +51,24 @@ def test_hung_embedder_costs_a_search_its_budget_then_the_breaker_skips_it(
     cars: tuple[TestClient[Any], FakeOpenAI],
 ) -> None:
     client, fake = cars
-    fake.delay = 3.0  # far past the budget: the service must not wait for it
+    # Far past the budget: the service must not wait for it. Each answer comes long before the
+    # embedder's would, on any machine; that it comes within 2 s is bench.serving's to measure.
+    fake.delay = 120.0
     hybrid, took = _search(client, "mobil bensin irit", "hybrid")
-    assert hybrid.status_code == 200 and took < 2.0
+    assert hybrid.status_code == 200 and took < 60
     assert hybrid.json()["degraded"] == ["vector"]
     assert "no query embedding within the search's 0.5 s budget" in hybrid.json()["warnings"][0]
     assert hybrid.json()["results"]  # from keywords
 
     vector, took = _search(client, "mobil tujuh kursi", "vector")
-    assert vector.status_code == 503 and took < 2.0
+    assert vector.status_code == 503 and took < 60
     assert vector.json()["code"] == "embedder_unavailable"
     assert vector.headers["retry-after"] == "1"  # the 0.5 s budget, rounded up
 
     _search(client, "mobil murah", "vector")  # the third failure in a row opens the breaker
     asked = len(fake.requests)
     skipped, took = _search(client, "mobil keluarga", "vector")
-    assert skipped.status_code == 503 and took < 2.0
+    assert skipped.status_code == 503 and took < 60
     assert skipped.json()["code"] == "embedder_unavailable"
     assert "after 3 failures in a row" in skipped.json()["detail"]
     assert int(skipped.headers["retry-after"]) >= 1
@@ -199,12 +201,14 @@ async def test_breaker_opens_after_failures_and_a_probe_closes_it(
 @pytest.mark.anyio
 async def test_budget_bounds_a_hung_embedding() -> None:
     embedder = Scripted()
-    embedder.delay = 30
+    embedder.delay = 600
     vectors = QueryVectors(embedder, size=10, timeout_s=0.2)
-    started = time.monotonic()
-    with pytest.raises(EmbedderUnavailable, match=r"no query embedding within the search's 0\.2 s"):
+    # Gives up at its budget: long before the embedder answers, on any machine.
+    with (
+        anyio.fail_after(300),
+        pytest.raises(EmbedderUnavailable, match=r"within the search's 0\.2 s budget"),
+    ):
         await vectors.get("hung")
-    assert time.monotonic() - started < 1.0
 
 
 @pytest.mark.anyio
@@ -259,27 +263,44 @@ async def test_turns_go_to_queries_first_and_survive_cancellation() -> None:
     turns.release()
 
 
+class CountingLocalEmbedder(LocalEmbedder):
+    """The local model, counting the batches of documents it has computed."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.batches = 0
+
+    def _encode(self, texts: list[str], is_query: bool) -> Any:
+        matrix = super()._encode(texts, is_query)
+        if not is_query:
+            self.batches += 1
+        return matrix
+
+
 @pytest.mark.anyio
 async def test_local_query_waits_for_one_small_batch_not_the_whole_job() -> None:
-    embedder = LocalEmbedder(batch_size=2)
+    """Counted in batches, not seconds (a ratio of times is a benchmark's, and load skews it)."""
+    embedder = CountingLocalEmbedder(batch_size=2)
     await embedder.embed_query("warm up")
     texts = [f"Kalimat nomor {i} tentang harga dan cicilan mobil keluarga." * 8 for i in range(24)]
-    finished: dict[str, float] = {}
-    started = time.monotonic()
+    seen: dict[str, int] = {}
 
     async def documents() -> None:
         await embedder.embed_documents(texts)
-        finished["documents"] = time.monotonic() - started
+        seen["documents"] = embedder.batches
 
     async def query() -> None:
         await anyio.sleep(0.05)  # asked while the documents are being computed
+        asked = embedder.batches
         await embedder.embed_query("berapa cicilan mobil keluarga?")
-        finished["query"] = time.monotonic() - started
+        seen["waited"] = embedder.batches - asked
+        seen["after documents"] = "documents" in seen
 
     async with anyio.create_task_group() as group:
         group.start_soon(documents)
         group.start_soon(query)
-    assert finished["query"] < finished["documents"] / 3, finished
+    assert seen["documents"] == 12 and seen["after documents"] is False, seen
+    assert seen["waited"] <= 1, seen  # the batch in progress, never the rest of the job
 
 
 @pytest.mark.anyio
@@ -318,28 +339,33 @@ async def test_a_local_query_that_would_wait_past_its_share_of_the_budget_is_ref
     assert embedder.query_s > 0
     # Room for the running batch (counted as one query) and one query: not for a second.
     embedder.max_wait_s = 2.5 * embedder.query_s
-    outcomes: list[tuple[str, float]] = []
+    outcomes: list[str] = []
 
     async def query(i: int) -> None:
-        started = time.monotonic()
         try:
             await embedder.embed_query(f"pertanyaan {i}")
-            outcomes.append(("embedded", time.monotonic() - started))
+            outcomes.append("embedded")
         except EmbedderBusy as exc:
             assert "computations ahead" in exc.message and "CARI_EMBEDDING_QUERY_TIMEOUT_S" in (
                 exc.message
             )
             assert exc.retry_after is not None and exc.retry_after > embedder.max_wait_s
-            outcomes.append(("busy", time.monotonic() - started))
+            outcomes.append("busy")
+
+    async def documents() -> None:
+        await embedder.embed_documents(texts)
+        outcomes.append("documents")
 
     texts = ["Harga mobil baru mulai dari 200 juta rupiah." * 10] * 8
     async with anyio.create_task_group() as group:
-        group.start_soon(embedder.embed_documents, texts)
+        group.start_soon(documents)
         await anyio.sleep(0.05)  # the batch is computing: queries must wait
         for i in range(5):
             group.start_soon(query, i)
-    assert sorted(what for what, _ in outcomes) == ["busy"] * 4 + ["embedded"]
-    assert all(took < 0.05 for what, took in outcomes if what == "busy"), outcomes
+    assert sorted(outcomes) == ["busy"] * 4 + ["documents", "embedded"]
+    # Refused at once: before the batch ahead of them ended, not after a wait (in order of
+    # events, which a busy machine keeps, rather than under 0.05 s, which it does not).
+    assert outcomes[:4] == ["busy"] * 4, outcomes
 
 
 def test_the_pool_sessions_carry_the_hnsw_settings(

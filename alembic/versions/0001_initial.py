@@ -1,12 +1,17 @@
 """Initial schema: collections, documents, chunks (tsvector + vector), structured sources.
 
 The embedding width and the HNSW build parameters come from Cari's settings at migration time.
+pgvector's HNSW indexes `vector` up to 2,000 dimensions: a wider embedding gets no index here
+(this revision failed on it), and migration 0010 builds its `halfvec` one.
 
 Revision ID: 0001
 Revises:
 """
 
 from alembic import context, op
+
+# The widest `vector` pgvector's HNSW can index.
+HNSW_VECTOR_MAX_DIMENSIONS = 2000
 
 revision = "0001"
 down_revision = None
@@ -91,13 +96,14 @@ def upgrade() -> None:
     # Chunks stored while the embedder was down, found quickly by `cari reembed`.
     op.execute("CREATE INDEX chunks_unembedded_idx ON chunks (id) WHERE embedding IS NULL")
     op.execute("CREATE INDEX chunks_tsv_idx ON chunks USING gin (tsv)")
-    op.execute(
-        f"""
-        CREATE INDEX chunks_embedding_idx ON chunks
-        USING hnsw (embedding vector_cosine_ops)
-        WITH (m = {p["m"]}, ef_construction = {p["ef_construction"]})
-        """
-    )
+    if p["dimension"] <= HNSW_VECTOR_MAX_DIMENSIONS:
+        op.execute(
+            f"""
+            CREATE INDEX chunks_embedding_idx ON chunks
+            USING hnsw (embedding vector_cosine_ops)
+            WITH (m = {p["m"]}, ef_construction = {p["ef_construction"]})
+            """
+        )
     # Structured sources for the intent router: products (pricing, specs) and financing.
     op.execute(
         f"""
@@ -127,13 +133,14 @@ def upgrade() -> None:
         """
     )
     op.execute("CREATE INDEX catalog_items_tsv_idx ON catalog_items USING gin (tsv)")
-    op.execute(
-        f"""
-        CREATE INDEX catalog_items_embedding_idx ON catalog_items
-        USING hnsw (embedding vector_cosine_ops)
-        WITH (m = {p["m"]}, ef_construction = {p["ef_construction"]})
-        """
-    )
+    if p["dimension"] <= HNSW_VECTOR_MAX_DIMENSIONS:
+        op.execute(
+            f"""
+            CREATE INDEX catalog_items_embedding_idx ON catalog_items
+            USING hnsw (embedding vector_cosine_ops)
+            WITH (m = {p["m"]}, ef_construction = {p["ef_construction"]})
+            """
+        )
     # rate: yearly interest as a fraction (0.085 = 8.5 %/year);
     # min_down_payment: the smallest down payment as a fraction of the price.
     op.execute(

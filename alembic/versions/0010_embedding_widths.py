@@ -134,8 +134,9 @@ def downgrade() -> None:
                 ALTER COLUMN embedding SET STORAGE MAIN
             """
         )
-        op.execute(
-            f"CREATE INDEX {table}_embedding_idx ON {table}"
-            " USING hnsw (embedding vector_cosine_ops)"
-            f" WITH (m = {settings.hnsw_m}, ef_construction = {settings.hnsw_ef_construction})"
-        )
+        if width <= 2000:  # pgvector's HNSW limit for `vector`: 0001 builds none wider either
+            op.execute(
+                f"CREATE INDEX {table}_embedding_idx ON {table}"
+                " USING hnsw (embedding vector_cosine_ops)"
+                f" WITH (m = {settings.hnsw_m}, ef_construction = {settings.hnsw_ef_construction})"
+            )

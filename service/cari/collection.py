@@ -127,6 +127,8 @@ class Collection(msgspec.Struct, kw_only=True):
     pricing_keywords: list[str]
     financing_keywords: list[str]
     no_information: str | None
+    # 'local', a CARI_EMBEDDERS name, or (for the default embedder, which follows CARI_EMBEDDER)
+    # CARI_EMBEDDER's value; None only inside the server, before `named`.
     embedder: str | None
     dimensions: int
     next_embedder: str | None
@@ -195,6 +197,14 @@ def _row(
             cosine_floor=relevance_cosine_floor, cosine_ceiling=relevance_cosine_ceiling
         )
     return Collection(relevance_scale=scale, **row)
+
+
+def named(collection: Collection, settings: Settings) -> Collection:
+    """The collection as reported: made with the default embedder (stored as NULL, so that it
+    follows CARI_EMBEDDER), it names the default one."""
+    if collection.embedder is not None:
+        return collection
+    return msgspec.structs.replace(collection, embedder=settings.embedder)
 
 
 async def create(conn: Conn, spec: CollectionCreate, settings: Settings) -> Collection:

@@ -86,7 +86,7 @@ class CariRetriever(BaseRetriever):
 
 
 def _document(result: SearchResult) -> Document:
-    source = result.metadata.get("source")
+    source = result.source if result.source is not None else result.metadata.get("source")
     return Document(
         id=result.id,
         page_content=result.content,

@@ -74,7 +74,7 @@ class Citation(msgspec.Struct, frozen=True):
     document_id: str | None
     chunk_id: int | None
     title: str
-    source: str | None  # metadata["source"], e.g. the file a chunk came from
+    source: str | None  # the document's source (e.g. its file), else metadata["source"]
     # HTML: a chunk's highlight (the passage around the question's words, the matches in
     # <mark>; cari.search.highlights); other sources' first 200 characters, escaped.
     snippet: str
@@ -90,7 +90,7 @@ def detect_language(text: str) -> Language:
 
 
 def citation(number: int, result: SearchResult) -> Citation:
-    source = result.metadata.get("source")
+    source = result.source if result.source is not None else result.metadata.get("source")
     return Citation(
         number=number,
         id=result.id,

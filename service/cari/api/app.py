@@ -25,7 +25,7 @@ from cari.api.documents import DocumentsController
 from cari.api.health import healthz, readyz
 from cari.api.mcp import mcp
 from cari.api.metrics import PROMETHEUS, MetricsController
-from cari.api.openapi import DocumentedAsPlugin
+from cari.api.openapi import DocumentedAsPlugin, ZeroBoundsPlugin
 from cari.api.request_ids import RequestIdMiddleware, echo_request_id
 from cari.api.search import search
 from cari.ingest.pipeline import backfill_embeddings
@@ -112,7 +112,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
         else None,
         state=State({"settings": settings, "schema_head": migrations.head()}),
         exception_handlers=problems.HANDLERS,
-        plugins=[*tracing.plugins(), DocumentedAsPlugin()],
+        plugins=[*tracing.plugins(), DocumentedAsPlugin(), ZeroBoundsPlugin()],
         openapi_config=OpenAPIConfig(
             title="Cari",
             version=cari.__version__,

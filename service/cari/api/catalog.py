@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import msgspec
 import psycopg
-from litestar import Controller, delete, get, post
+from litestar import Controller, Request, delete, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.openapi.spec import Example
@@ -15,6 +15,7 @@ from litestar.params import Body, Parameter
 
 from cari.api.documents import Deleted
 from cari.api.openapi import CollectionName, DocumentedAs, V1Operation
+from cari.api.path_ids import path_id, whole_collection
 from cari.api.problems import responses
 from cari.catalog import store
 from cari.catalog.store import (
@@ -84,7 +85,8 @@ Rates = Annotated[
 Sku = Annotated[
     Path,
     Parameter(
-        description="The item's SKU (it may hold '/')",
+        description="The item's SKU, percent-encoded: '/' as %2F, '.' as %2E (exact; a SKU may "
+        "hold '/', but not only '/')",
         examples=[Example(value="CIVIC-RS")],
         schema_extra={"format": None},  # Litestar calls a path parameter a URI
     ),
@@ -101,9 +103,9 @@ def _check_size(raw: list[Any], settings: Settings) -> None:
         )
 
 
-def _sku(path: Path) -> str:
-    """The SKU from a path parameter, which may hold '/'."""
-    return path.as_posix().removeprefix("/")
+def _sku(request: Request[Any, Any, Any], routed: Path) -> str:
+    """The SKU, exactly as sent (it may hold '/')."""
+    return path_id(request, routed, "catalog")
 
 
 class CatalogController(Controller):
@@ -124,6 +126,7 @@ class CatalogController(Controller):
         operation_id="addCatalogItems",
         responses=responses(400, 404, 413, 422, 503),
         operation_class=V1Operation,
+        guards=[whole_collection],
     )
     async def add(self, state: State, collection: CollectionName, data: Items) -> CatalogImport:
         settings: Settings = state.settings
@@ -145,6 +148,7 @@ class CatalogController(Controller):
         operation_id="listCatalogItems",
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
+        guards=[whole_collection],
     )
     async def index(
         self,
@@ -162,8 +166,10 @@ class CatalogController(Controller):
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
     )
-    async def read(self, conn: Conn, collection: CollectionName, sku: Sku) -> CatalogItem:
-        return await store.get_item(conn, collection, _sku(sku))
+    async def read(
+        self, request: Request[Any, Any, Any], conn: Conn, collection: CollectionName, sku: Sku
+    ) -> CatalogItem:
+        return await store.get_item(conn, collection, _sku(request, sku))
 
     @delete(
         "/{sku:path}",
@@ -172,8 +178,10 @@ class CatalogController(Controller):
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
     )
-    async def remove(self, conn: Conn, collection: CollectionName, sku: Sku) -> None:
-        await store.delete_item(conn, collection, _sku(sku))
+    async def remove(
+        self, request: Request[Any, Any, Any], conn: Conn, collection: CollectionName, sku: Sku
+    ) -> None:
+        await store.delete_item(conn, collection, _sku(request, sku))
 
     @delete(
         "/",
@@ -182,6 +190,7 @@ class CatalogController(Controller):
         operation_id="clearCatalog",
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
+        guards=[whole_collection],
     )
     async def clear(self, conn: Conn, collection: CollectionName) -> Deleted:
         return Deleted(await store.clear_items(conn, collection))

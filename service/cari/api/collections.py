@@ -73,7 +73,7 @@ class CollectionsController(Controller):
     ) -> Collection:
         created = await collections.create(conn, data, state.settings)
         state.searcher.collections.forget()
-        return created
+        return collections.named(created, state.settings)
 
     @get(
         "/",
@@ -82,8 +82,8 @@ class CollectionsController(Controller):
         responses=responses(503),
         operation_class=V1Operation,
     )
-    async def index(self, conn: Conn) -> list[Collection]:
-        return await collections.list_all(conn)
+    async def index(self, conn: Conn, state: State) -> list[Collection]:
+        return [collections.named(c, state.settings) for c in await collections.list_all(conn)]
 
     @get(
         "/{collection:str}",
@@ -92,8 +92,8 @@ class CollectionsController(Controller):
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
     )
-    async def get(self, conn: Conn, collection: CollectionName) -> Collection:
-        return await collections.get(conn, collection)
+    async def get(self, conn: Conn, state: State, collection: CollectionName) -> Collection:
+        return collections.named(await collections.get(conn, collection), state.settings)
 
     @patch(
         "/{collection:str}",
@@ -111,7 +111,7 @@ class CollectionsController(Controller):
     ) -> Collection:
         updated = await collections.update(conn, collection, data)
         state.searcher.collections.forget()
-        return updated
+        return collections.named(updated, state.settings)
 
     @delete(
         "/{collection:str}",

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 import anyio.to_thread
 import msgspec
 import psycopg
-from litestar import Controller, delete, get, post, put
+from litestar import Controller, Request, delete, get, post, put
 from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.openapi.spec import Example
@@ -22,6 +22,7 @@ from litestar.params import Body, Parameter
 
 from cari import limits
 from cari.api.openapi import CollectionName, DocumentedAs, V1Operation
+from cari.api.path_ids import path_id, whole_collection
 from cari.api.problems import responses
 from cari.errors import CariError, InvalidInput
 from cari.ingest import formats, store, stored
@@ -157,7 +158,8 @@ OneDocument = Annotated[
 DocumentId = Annotated[
     Path,
     Parameter(
-        description="The document's id (it may hold '/')",
+        description="The document's id, percent-encoded: '/' as %2F, '.' as %2E (exact; an id "
+        "may hold '/', but not only '/')",
         examples=[Example(value="faq/cicilan")],
         schema_extra={"format": None},  # Litestar calls a path parameter a URI
     ),
@@ -224,9 +226,9 @@ def _validate_batch(
     return documents, rejected
 
 
-def _id(path: Path) -> str:
-    """The document id from a path parameter, which may hold '/' (files from folders do)."""
-    return path.as_posix().removeprefix("/")
+def _id(request: Request[Any, Any, Any], routed: Path) -> str:
+    """The document id, exactly as sent (it may hold '/': files from folders do)."""
+    return path_id(request, routed, "documents")
 
 
 def _response(result: BatchResult, rejected: list[Rejection]) -> IngestResponse:
@@ -255,6 +257,7 @@ class DocumentsController(Controller):
         operation_id="addDocuments",
         responses=responses(400, 404, 413, 422, 503),
         operation_class=V1Operation,
+        guards=[whole_collection],
     )
     async def add(
         self, state: State, collection: CollectionName, data: OneOrBatch
@@ -293,10 +296,15 @@ class DocumentsController(Controller):
         operation_class=V1Operation,
     )
     async def upsert(
-        self, state: State, collection: CollectionName, document_id: DocumentId, data: OneDocument
+        self,
+        request: Request[Any, Any, Any],
+        state: State,
+        collection: CollectionName,
+        document_id: DocumentId,
+        data: OneDocument,
     ) -> IngestResponse:
         document = await anyio.to_thread.run_sync(
-            partial(to_document, data, state.settings, path_id=_id(document_id))
+            partial(to_document, data, state.settings, path_id=_id(request, document_id))
         )
         ingestor: Ingestor = state.ingestor
         budget = state.settings.write_embedding_budget_s
@@ -316,6 +324,7 @@ class DocumentsController(Controller):
         operation_id="listDocuments",
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
+        guards=[whole_collection],
     )
     async def list(
         self,
@@ -355,9 +364,13 @@ class DocumentsController(Controller):
         operation_class=V1Operation,
     )
     async def read(
-        self, conn: Conn, collection: CollectionName, document_id: DocumentId
+        self,
+        request: Request[Any, Any, Any],
+        conn: Conn,
+        collection: CollectionName,
+        document_id: DocumentId,
     ) -> Document:
-        return await stored.read(conn, collection, _id(document_id))
+        return await stored.read(conn, collection, _id(request, document_id))
 
     @delete(
         "/{document_id:path}",
@@ -366,9 +379,15 @@ class DocumentsController(Controller):
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
     )
-    async def remove(self, conn: Conn, collection: CollectionName, document_id: DocumentId) -> None:
+    async def remove(
+        self,
+        request: Request[Any, Any, Any],
+        conn: Conn,
+        collection: CollectionName,
+        document_id: DocumentId,
+    ) -> None:
         ref = await store.collection_ref(conn, collection)
-        await store.delete_document(conn, ref, _id(document_id))
+        await store.delete_document(conn, ref, _id(request, document_id))
 
     @delete(
         "/",
@@ -377,6 +396,7 @@ class DocumentsController(Controller):
         operation_id="clearDocuments",
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
+        guards=[whole_collection],  # `…/documents/%2F` is routed here: it names a document
     )
     async def clear(self, conn: Conn, collection: CollectionName) -> Deleted:
         ref = await store.collection_ref(conn, collection)

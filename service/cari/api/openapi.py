@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -53,6 +54,39 @@ class DocumentedAsPlugin(OpenAPISchemaPlugin):
         ]
         # anyOf, not oneOf: a batch is also an object a lone document could be.
         return Schema(any_of=schemas) if len(schemas) > 1 else Schema(all_of=schemas)
+
+
+# A bound of the request structs (msgspec.Meta) and the OpenAPI keyword stating it.
+_BOUNDS = {"ge": "minimum", "gt": "exclusive_minimum", "le": "maximum", "lt": "exclusive_maximum"}
+
+
+class ZeroBoundsPlugin(OpenAPISchemaPlugin):
+    """States a bound of 0 that Litestar leaves out. On an optional field it copies a field's
+    bounds only if they are true, so `threshold: Threshold | None` (0 to 1) was documented
+    with its maximum alone, though the server refuses a negative one."""
+
+    def is_plugin_supported_field(self, field_definition: FieldDefinition) -> bool:
+        return bool(_zero_bounds(field_definition))
+
+    def to_openapi_schema(
+        self, field_definition: FieldDefinition, schema_creator: SchemaCreator
+    ) -> Schema:
+        zeros = _zero_bounds(field_definition)
+        kwargs = field_definition.kwarg_definition
+        # The field as Litestar documents it, without the zero bounds (nor this plugin)...
+        without = dataclasses.replace(kwargs, **dict.fromkeys(zeros))  # type: ignore[type-var]
+        schema = schema_creator.for_field_definition(
+            dataclasses.replace(field_definition, kwarg_definition=without)
+        )
+        assert isinstance(schema, Schema)
+        for bound in zeros:  # ...and with them
+            setattr(schema, _BOUNDS[bound], 0.0)
+        return schema
+
+
+def _zero_bounds(field_definition: FieldDefinition) -> list[str]:
+    kwargs = field_definition.kwarg_definition
+    return [bound for bound in _BOUNDS if getattr(kwargs, bound, None) == 0]
 
 
 @dataclass

@@ -102,6 +102,8 @@ def catalog_item(raw: object) -> CatalogItemIn:
     A price may be a number or a decimal string."""
     item = _convert(raw, CatalogItemIn)
     sku = _text("sku", item.sku, MAX_SKU_CHARACTERS)
+    if not sku.strip("/"):  # a URL path cannot tell `…/catalog/%2F` from `…/catalog`
+        raise InvalidInput("sku", "must hold a character other than '/'")
     name = _text("name", item.name)
     if "\x00" in item.variant:
         raise InvalidInput("variant", "contains a NUL character")

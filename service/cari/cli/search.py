@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
@@ -131,7 +131,7 @@ def _print_results(response: SearchResponse) -> None:
     if response.intents != ["knowledge"]:
         click.echo("intents: " + ", ".join(response.intents))
     table = Table(show_lines=False)
-    for column in ("#", "relevance", "score", "source", "title", "text"):
+    for column in ("#", "relevance", "score", "id", "source", "title", "text"):
         table.add_column(column, overflow="fold")
     for rank, result in enumerate(response.results, 1):
         table.add_row(
@@ -139,6 +139,7 @@ def _print_results(response: SearchResponse) -> None:
             f"{result.relevance:.2f}",
             f"{result.score:.4f}",
             result.document_id or result.id,
+            result.source or "",
             result.title,
             _passage(result),
         )
@@ -148,7 +149,68 @@ def _print_results(response: SearchResponse) -> None:
     for warning in response.warnings:
         click.echo(f"warning: {warning}", err=True)
     if response.explain is not None:
-        console.print_json(data=response.explain)
+        _print_explain(response.explain)
+
+
+def _print_explain(explain: dict[str, Any]) -> None:
+    """The plan as tables: its settings, each sub-query's weighed chunks, the timings (the
+    JSON is `--json`'s)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    plan = Table(title="plan", show_header=False)
+    plan.add_column(overflow="fold")
+    plan.add_column(overflow="fold")
+    for key, value in explain.items():
+        if key not in ("sub_queries", "timings_ms"):
+            plan.add_row(_label(key), _plain(value))
+    console.print(plan)
+    for part in explain.get("sub_queries", []):
+        chunks = Table(title=f"sub-query: {part['query']}")
+        for column in ("id", "relevance", "cosine", "dense", "coverage", "outcome"):
+            chunks.add_column(column, overflow="fold")
+        weighed = [(c, "kept") for c in part["kept"]]
+        weighed += [(c, f"dropped: {c['reason']}") for c in part["dropped"]]
+        for chunk, outcome in weighed:
+            evidence = [_plain(chunk[k]) for k in ("relevance", "cosine", "dense", "coverage")]
+            chunks.add_row(chunk["id"], *evidence, outcome)
+        console.print(chunks)
+        for key in ("candidates", "keyword_postings_read", "query_vector_cached", "intents"):
+            click.echo(f"{_label(key)}: {_plain(part[key])}")
+        click.echo(f"{_label('timings_ms')}: {_plain(part['timings_ms'])}")
+    timings = Table(title=_label("timings_ms"))
+    timings.add_column("stage")
+    timings.add_column("ms", justify="right")
+    for stage, ms in explain.get("timings_ms", {}).items():
+        timings.add_row(stage, f"{ms:.1f}")
+    console.print(timings)
+
+
+def _label(key: str) -> str:
+    return key.removesuffix("_ms").replace("_", " ") + (" (ms)" if key.endswith("_ms") else "")
+
+
+def _plain(value: object) -> str:
+    """A value of the plan as words: `vector 1, keyword 1`, not JSON."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, dict):
+        if not value:
+            return "none"
+        return ", ".join(
+            f"{_label(str(k))} ({_plain(v)})"
+            if isinstance(v, dict)
+            else f"{_label(str(k))} {_plain(v)}"
+            for k, v in value.items()
+        )
+    if isinstance(value, list):
+        return "; ".join(_plain(item) for item in value) if value else "none"
+    return str(value)
 
 
 def _passage(result: SearchResult) -> Text:

@@ -75,7 +75,7 @@ class Route(Generic[T]):
     ) -> Call[T]:
         return Call(
             route=self,
-            url=self.path.format(**{name: _segment(name, value) for name, value in path.items()}),
+            url=self.path.format(**{name: _segment(value) for name, value in path.items()}),
             params={k: v for k, v in (params or {}).items() if v is not None},
             content=None if body is None else _encoder.encode(body),
             headers={
@@ -85,9 +85,11 @@ class Route(Generic[T]):
         )
 
 
-def _segment(name: str, value: str) -> str:
-    # A document id or SKU may hold '/': its route takes the rest of the path.
-    return quote(value, safe="" if name == "collection" else "/")
+def _segment(value: str) -> str:
+    # Every reserved character escaped, '/' too, so the server reads a document id or SKU
+    # exactly (`x/` stays `x/`); and '.', so that no URL library resolves an id of '..' to the
+    # collection's own URL.
+    return quote(value, safe="").replace(".", "%2E")
 
 
 @dataclass(frozen=True)

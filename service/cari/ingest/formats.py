@@ -245,7 +245,11 @@ def _json_object(line: str) -> dict[str, Any]:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise InvalidInput("record", f"not valid JSON ({exc.msg} at column {exc.colno})") from exc
+        # Some of Python's messages end in "at" ("Invalid control character at").
+        reason = f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+        if exc.msg.startswith("Invalid control character"):
+            reason += r": write a tab or line break inside a string as \t or \n"
+        raise InvalidInput("record", f"not valid JSON ({reason})") from exc
     except RecursionError as exc:
         raise InvalidInput("record", "nested too deeply") from exc
     if not isinstance(record, dict):

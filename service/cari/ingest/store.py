@@ -92,6 +92,9 @@ def check_storable(document: NewDocument) -> None:
     for name, values in fields.items():
         if any("\x00" in value for value in values):
             raise InvalidInput(name, "contains a NUL character")
+    if not document.external_id.strip("/"):
+        # A URL path cannot tell `…/documents/%2F` from the collection's `…/documents`.
+        raise InvalidInput("id", "must hold a character other than '/'")
 
 
 def json_strings(value: object) -> Iterator[str]:

@@ -53,7 +53,8 @@ async def _answer(rt: Runtime, collection: str, request: AnswerRequest) -> Answe
 async def _list_collections(rt: Runtime, _collection: str, _request: NoArguments) -> Collections:
     async def listed(node: Node) -> Collections:
         async with node.pool.connection() as conn:
-            return Collections(await collections.list_all(conn))
+            listed = await collections.list_all(conn)
+            return Collections([collections.named(c, rt.settings) for c in listed])
 
     return await rt.reads.run(None, listed)  # on a read replica, if there is one
 

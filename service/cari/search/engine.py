@@ -109,6 +109,7 @@ class SearchResult(msgspec.Struct, kw_only=True):
     retrievers: dict[str, RetrieverHit]
     chunk_id: int | None = None
     document_id: str | None = None
+    source: str | None = None  # chunks: their document's `source` (a file, "faq", ...)
     # Chunks: the passage around the query's words, HTML with the matches in <mark> (the start
     # of the content when no word matches; cari.search.highlights). Others: None.
     highlight: str | None = None
@@ -562,6 +563,7 @@ class Searcher:
                     kind="chunk",
                     chunk_id=fused.chunk_id,
                     document_id=row["document_id"],
+                    source=row["source"],
                     title=row["title"],
                     content=row["content"],
                     metadata=row["metadata"],
