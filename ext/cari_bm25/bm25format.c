@@ -42,9 +42,11 @@
  *
  * A decoder checks every length before reading, every value against its
  * range, that ids ascend and end at the directory's last id, that the bytes
- * add up exactly, and that each posting is dominated by a bound point (in
- * bm25_unpack; the walker checks each decoded part against the sub-block's
- * bound).  Anything else raises ERRCODE_DATA_CORRUPTED.
+ * add up exactly, and that each posting is dominated by a bound point.
+ * bm25_unpack checks all of it.  The walker reads a sub-block only as far as
+ * it needs: each posting read is checked (its id within the sub-block's range,
+ * its part within the sub-block's bound), the sub-block's end once its last
+ * posting is read.  Anything else raises ERRCODE_DATA_CORRUPTED.
  *
  * Portions Copyright (c) the Cari authors; Apache-2.0.
  *

@@ -8,7 +8,9 @@
  * through one scan of the table's primary key btree (collection_id, lexeme,
  * last_chunk), in the statement's snapshot, each payload in place in its
  * pinned buffer.  A row's directory is parsed when the row is reached; a
- * sub-block's postings are decoded only when a window needs them.
+ * sub-block's postings are decoded only when a window needs them: in full for
+ * an essential term, up to the probed chunk otherwise, each posting scored
+ * when first read.
  *
  * The walk is document at a time over windows of chunk ids [wstart, wend]:
  * wend is the smallest last id of the terms' current sub-blocks, so within a
