@@ -96,6 +96,15 @@ def _pginstall() -> Path:
     return Path(spec.origin).parent / "pginstall"
 
 
+def _system_user(name: str) -> pwd.struct_passwd:
+    """The operating-system user the server runs as, created as the wheel does when missing."""
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "-s", "/bin/bash", name], check=True, capture_output=True)
+        return pwd.getpwnam(name)
+
+
 def _run(args: Sequence[str], user: str | None = None) -> None:
     done = subprocess.run(args, capture_output=True, text=True, user=user, check=False)
     if done.returncode != 0:
@@ -126,7 +135,7 @@ def conninfo() -> Iterator[str]:
         shutil.copy(build / "cari_bm25.so", own / "lib" / "cari_bm25.so")
         data.mkdir()
         if user is not None:
-            entry = pwd.getpwnam(user)
+            entry = _system_user(user)
             os.chown(data, entry.pw_uid, entry.pw_gid)
         _run([str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-N"], user)
         with (data / "postgresql.conf").open("a") as conf:
