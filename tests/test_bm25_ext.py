@@ -9,6 +9,7 @@ throwaway server (Unix socket only) loads it from there through `extension_contr
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import os
@@ -95,6 +96,15 @@ def _pginstall() -> Path:
     return Path(spec.origin).parent / "pginstall"
 
 
+def _system_user(name: str) -> pwd.struct_passwd:
+    """The operating-system user the server runs as, created as the wheel does when missing."""
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "-s", "/bin/bash", name], check=True, capture_output=True)
+        return pwd.getpwnam(name)
+
+
 def _run(args: Sequence[str], user: str | None = None) -> None:
     done = subprocess.run(args, capture_output=True, text=True, user=user, check=False)
     if done.returncode != 0:
@@ -125,7 +135,7 @@ def conninfo() -> Iterator[str]:
         shutil.copy(build / "cari_bm25.so", own / "lib" / "cari_bm25.so")
         data.mkdir()
         if user is not None:
-            entry = pwd.getpwnam(user)
+            entry = _system_user(user)
             os.chown(data, entry.pw_uid, entry.pw_gid)
         _run([str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-N"], user)
         with (data / "postgresql.conf").open("a") as conf:
@@ -146,7 +156,8 @@ def conninfo() -> Iterator[str]:
         yield f"host={data} port={PORT} user=postgres dbname=postgres"
     finally:
         if started:
-            _run([str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"], user)
+            with contextlib.suppress(RuntimeError):  # still remove the folder
+                _run([str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"], user)
         shutil.rmtree(root, ignore_errors=True)
 
 

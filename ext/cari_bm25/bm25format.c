@@ -42,9 +42,11 @@
  *
  * A decoder checks every length before reading, every value against its
  * range, that ids ascend and end at the directory's last id, that the bytes
- * add up exactly, and that each posting is dominated by a bound point (in
- * bm25_unpack; the walker checks each decoded part against the sub-block's
- * bound).  Anything else raises ERRCODE_DATA_CORRUPTED.
+ * add up exactly, and that each posting is dominated by a bound point.
+ * bm25_unpack checks all of it.  The walker reads a sub-block only as far as
+ * it needs: each posting read is checked (its id within the sub-block's range,
+ * its part within the sub-block's bound), the sub-block's end once its last
+ * posting is read.  Anything else raises ERRCODE_DATA_CORRUPTED.
  *
  * Portions Copyright (c) the Cari authors; Apache-2.0.
  *
@@ -77,6 +79,12 @@ bm25_corrupt(const char *detail)
 	pg_unreachable();
 }
 
+void
+bm25_corrupt_value(const char *what, const char *why)
+{
+	bm25_corrupt(psprintf("%s %s", what, why));
+}
+
 /* ---------------------------------------------------------------------------
  * varints
  * ---------------------------------------------------------------------------
@@ -105,47 +113,6 @@ varint_put(uint8 *p, uint64 v)
 	}
 	*p++ = (uint8) v;
 	return p;
-}
-
-/*
- * Read one varint from *p, never at or past end; at most `max`.  Raises
- * ERRCODE_DATA_CORRUPTED when truncated, longer than 10 bytes, or above max.
- */
-static inline uint64
-varint_get(const uint8 **p, const uint8 *end, uint64 max, const char *what)
-{
-	const uint8 *q = *p;
-	uint64		v = 0;
-	int			shift = 0;
-
-	if (likely(q < end && *q < 0x80))
-	{
-		v = *q++;
-	}
-	else
-	{
-		for (;;)
-		{
-			uint64		byte;
-
-			if (q >= end)
-				bm25_corrupt(psprintf("truncated %s", what));
-			byte = *q++;
-			/* the 10th byte may only carry bit 63 */
-			if (shift == 63 && byte > 1)
-				bm25_corrupt(psprintf("%s overflows 64 bits", what));
-			v |= (byte & 0x7f) << shift;
-			if (byte < 0x80)
-				break;
-			shift += 7;
-			if (shift > 63)
-				bm25_corrupt(psprintf("%s overflows 64 bits", what));
-		}
-	}
-	if (v > max)
-		bm25_corrupt(psprintf("%s " UINT64_FORMAT " out of range", what, v));
-	*p = q;
-	return v;
 }
 
 static inline uint8
@@ -187,7 +154,7 @@ bm25_block_parse(const uint8 *data, Size size, int64 floor, Bm25Block *block)
 		bm25_corrupt("reserved flags set");
 	block->data = data;
 	block->size = (uint32) size;
-	block->n = (int) varint_get(&p, end, BM25_MAX_POSTINGS, "posting count");
+	block->n = (int) bm25_varint_get(&p, end, BM25_MAX_POSTINGS, "posting count");
 	if (block->n < 1)
 		bm25_corrupt("no postings");
 	block->nsub = byte_get(&p, end, "sub-block count");
@@ -199,7 +166,7 @@ bm25_block_parse(const uint8 *data, Size size, int64 floor, Bm25Block *block)
 		Bm25SubBlock *sub = &block->sub[s];
 		uint64		delta;
 
-		delta = varint_get(&p, end, PG_INT64_MAX, "sub-block last id");
+		delta = bm25_varint_get(&p, end, PG_INT64_MAX, "sub-block last id");
 		if (delta < 1 || delta > (uint64) (PG_INT64_MAX - prev_last))
 			bm25_corrupt("sub-block last ids do not ascend");
 		sub->base = prev_last;
@@ -208,7 +175,7 @@ bm25_block_parse(const uint8 *data, Size size, int64 floor, Bm25Block *block)
 		if (sub->last <= sub->floor)
 			bm25_corrupt("block overlaps the previous block");
 		prev_last = sub->last;
-		sub->length = (uint32) varint_get(&p, end, size, "sub-block length");
+		sub->length = (uint32) bm25_varint_get(&p, end, size, "sub-block length");
 		postings_bytes += sub->length;
 		sub->count = byte_get(&p, end, "sub-block posting count");
 		if (sub->count < 1 || sub->count > BM25_SUB_POSTINGS)
@@ -226,10 +193,10 @@ bm25_block_parse(const uint8 *data, Size size, int64 floor, Bm25Block *block)
 		{
 			Bm25Point  *pt = &sub->points[i];
 
-			pt->tf_title = (int32) varint_get(&p, end, BM25_MAX_TF, "bound tf_title");
-			pt->tf_body = (int32) varint_get(&p, end, BM25_MAX_TF, "bound tf_body");
-			pt->len_title = (int32) varint_get(&p, end, BM25_MAX_LEN, "bound len_title");
-			pt->len_body = (int32) varint_get(&p, end, BM25_MAX_LEN, "bound len_body");
+			pt->tf_title = (int32) bm25_varint_get(&p, end, BM25_MAX_TF, "bound tf_title");
+			pt->tf_body = (int32) bm25_varint_get(&p, end, BM25_MAX_TF, "bound tf_body");
+			pt->len_title = (int32) bm25_varint_get(&p, end, BM25_MAX_LEN, "bound len_title");
+			pt->len_body = (int32) bm25_varint_get(&p, end, BM25_MAX_LEN, "bound len_body");
 		}
 	}
 	if (total != block->n)
@@ -258,22 +225,14 @@ bm25_subblock_decode(const Bm25Block *block, int s, Bm25Postings *out)
 	Assert(s >= 0 && s < block->nsub);
 	for (int i = 0; i < sub->count; i++)
 	{
-		uint64		delta = varint_get(&p, end, PG_INT64_MAX, "chunk id delta");
-		int32		tf_title,
-					tf_body;
+		int32		fields[4];
 
-		if (delta < 1 || delta > (uint64) (PG_INT64_MAX - id))
-			bm25_corrupt("chunk ids do not ascend");
-		id += (int64) delta;
+		id = bm25_posting_get(&p, end, id, fields);
 		out->id[i] = id;
-		tf_title = (int32) varint_get(&p, end, BM25_MAX_TF, "tf_title");
-		tf_body = (int32) varint_get(&p, end, BM25_MAX_TF, "tf_body");
-		if (tf_title == 0 && tf_body == 0)
-			bm25_corrupt("posting with no occurrence");
-		out->tf_title[i] = tf_title;
-		out->tf_body[i] = tf_body;
-		out->len_title[i] = (int32) varint_get(&p, end, BM25_MAX_LEN, "len_title");
-		out->len_body[i] = (int32) varint_get(&p, end, BM25_MAX_LEN, "len_body");
+		out->tf_title[i] = fields[0];
+		out->tf_body[i] = fields[1];
+		out->len_title[i] = fields[2];
+		out->len_body[i] = fields[3];
 	}
 	if (p != end)
 		bm25_corrupt("bytes left after a sub-block's postings");

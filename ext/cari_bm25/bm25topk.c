@@ -8,7 +8,9 @@
  * through one scan of the table's primary key btree (collection_id, lexeme,
  * last_chunk), in the statement's snapshot, each payload in place in its
  * pinned buffer.  A row's directory is parsed when the row is reached; a
- * sub-block's postings are decoded only when a window needs them.
+ * sub-block's postings are decoded only when a window needs them: in full for
+ * an essential term, up to the probed chunk otherwise, each posting scored
+ * when first read.
  *
  * The walk is document at a time over windows of chunk ids [wstart, wend]:
  * wend is the smallest last id of the terms' current sub-blocks, so within a
@@ -98,11 +100,21 @@ typedef struct Term
 	double		bound[BM25_MAX_SUBBLOCKS];	/* of each sub-block, this query */
 	int			sub;			/* the current sub-block */
 
-	bool		decoded;		/* ids/parts hold the current sub-block */
+	/*
+	 * The current sub-block, decoded lazily: its first `count` postings of
+	 * `total`, each part scored when first read (NaN until then).
+	 */
+	bool		decoded;		/* decoding started */
+	const uint8 *next;			/* its next posting in the payload */
+	const uint8 *end;
+	int			total;
 	int			count;
-	int			pos;
+	int			pos;			/* the cursor, in [0, count] */
+	double		limit;			/* a part above this contradicts the bound */
 	int64		ids[BM25_SUB_POSTINGS];
 	double		parts[BM25_SUB_POSTINGS];
+	int32		fields[BM25_SUB_POSTINGS][4];	/* tf_title, tf_body, len_title,
+												 * len_body */
 
 	bool		in_window;		/* its current sub-block meets the window */
 	double		cur;			/* its part in the current chunk */
@@ -143,7 +155,6 @@ typedef struct Walk
 	int		   *order;			/* present units by ascending bound */
 	Term	  **ess;			/* the essential units' terms in the window */
 	double	   *prefix;			/* prefix sums of their bounds */
-	Bm25Postings *postings;		/* scratch */
 
 	const int64 *allowed;		/* NULL: every chunk */
 	int			nallowed;
@@ -354,35 +365,67 @@ term_seek(Walk *w, Term *t, int64 target)
 	}
 }
 
-/* Decode the term's current sub-block and score its postings. */
+/*
+ * Decode postings of the term's current sub-block until one at or after d, or
+ * all of them (d = PG_INT64_MAX), are decoded.  Every posting is validated as
+ * read; the sub-block's end (its bytes all used, its last id the directory's)
+ * once the last is read.
+ */
 static void
-term_decode(Walk *w, Term *t)
+term_fill(Walk *w, Term *t, int64 d)
 {
-	Bm25Postings *p = w->postings;
-	double		limit = t->bound[t->sub] * (1.0 + BOUND_SLACK) + BOUND_SLACK_ABS;
+	const Bm25SubBlock *sub = &t->block.sub[t->sub];
+	int64		id;
 
-	bm25_subblock_decode(&t->block, t->sub, p);
-	w->subblocks_decoded++;
-	for (int i = 0; i < p->count; i++)
+	if (!t->decoded)
 	{
-		double		part = bm25_part(&w->params, t->weight, p->tf_title[i], p->tf_body[i],
-									 p->len_title[i], p->len_body[i]);
-
-		if (unlikely(!isfinite(part)))
-			ereport(ERROR,
-					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-					 errmsg("BM25 score of chunk " INT64_FORMAT " is out of range",
-							p->id[i]),
-					 errhint("Check the weights, avglen and boost.")));
-		if (unlikely(part > limit))
-			bm25_corrupt(psprintf("posting of chunk " INT64_FORMAT
-								  " above its sub-block's bound", p->id[i]));
-		t->ids[i] = p->id[i];
-		t->parts[i] = part;
+		t->next = t->block.data + sub->offset;
+		t->end = t->next + sub->length;
+		t->total = sub->count;
+		t->count = 0;
+		t->pos = 0;
+		t->limit = t->bound[t->sub] * (1.0 + BOUND_SLACK) + BOUND_SLACK_ABS;
+		t->decoded = true;
+		w->subblocks_decoded++;
 	}
-	t->count = p->count;
-	t->pos = 0;
-	t->decoded = true;
+	id = t->count > 0 ? t->ids[t->count - 1] : sub->base;
+	if (t->count == t->total || (t->count > 0 && id >= d))
+		return;
+	do
+	{
+		id = bm25_posting_get(&t->next, t->end, id, t->fields[t->count]);
+		if (unlikely(id <= sub->floor))
+			bm25_corrupt("block overlaps the previous block");
+		if (unlikely(id > sub->last))
+			bm25_corrupt("chunk id beyond its sub-block's last id");
+		t->ids[t->count] = id;
+		t->parts[t->count] = NAN;
+		t->count++;
+	} while ((id < d || d == PG_INT64_MAX) && t->count < t->total);
+	if (t->count == t->total && (t->next != t->end || id != sub->last))
+		bm25_corrupt("sub-block ends before its bytes or its last id");
+}
+
+/* The part of the term's decoded posting i, scored on first use. */
+static inline double
+term_part(Walk *w, Term *t, int i)
+{
+	double		part = t->parts[i];
+
+	if (likely(!isnan(part)))
+		return part;
+	part = bm25_part(&w->params, t->weight, t->fields[i][0], t->fields[i][1],
+					 t->fields[i][2], t->fields[i][3]);
+	if (unlikely(!isfinite(part)))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("BM25 score of chunk " INT64_FORMAT " is out of range", t->ids[i]),
+				 errhint("Check the weights, avglen and boost.")));
+	if (unlikely(part > t->limit))
+		bm25_corrupt(psprintf("posting of chunk " INT64_FORMAT
+							  " above its sub-block's bound", t->ids[i]));
+	t->parts[i] = part;
+	return part;
 }
 
 /* The term's part in chunk d (0 when absent); moves its cursor to >= d. */
@@ -391,11 +434,11 @@ term_part_at(Walk *w, Term *t, int64 d)
 {
 	if (!t->in_window)
 		return 0.0;
-	if (!t->decoded)
-		term_decode(w, t);
+	if (!t->decoded || (t->count < t->total && (t->count == 0 || t->ids[t->count - 1] < d)))
+		term_fill(w, t, d);
 	while (t->pos < t->count && t->ids[t->pos] < d)
 		t->pos++;
-	return (t->pos < t->count && t->ids[t->pos] == d) ? t->parts[t->pos] : 0.0;
+	return (t->pos < t->count && t->ids[t->pos] == d) ? term_part(w, t, t->pos) : 0.0;
 }
 
 /* A unit's score in the current chunk, from its terms' parts there (cur). */
@@ -585,8 +628,7 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 
 			if (!t->in_window)
 				continue;
-			if (!t->decoded)
-				term_decode(w, t);
+			term_fill(w, t, PG_INT64_MAX);
 			while (t->pos < t->count && t->ids[t->pos] < wstart)
 				t->pos++;
 			w->ess[ness++] = t;
@@ -636,7 +678,7 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 			{
 				if (t->ids[t->pos] == d)
 				{
-					t->cur = t->parts[t->pos++];
+					t->cur = term_part(w, t, t->pos++);
 					s += t->cur;
 				}
 				if (t->pos < t->count && t->ids[t->pos] <= after)
@@ -1121,7 +1163,6 @@ bm25_topk(PG_FUNCTION_ARGS)
 		w->order = palloc(sizeof(int) * n);
 		w->ess = palloc(sizeof(Term *) * n);
 		w->prefix = palloc(sizeof(double) * (n + 1));
-		w->postings = palloc(sizeof(Bm25Postings));
 		w->hits = palloc(sizeof(Hit) * w->k);
 		walk_open(w);
 		walk_terms(w, collection_id, lexemes, groups, group_nulls, alts, alt_nulls, weights);

@@ -68,13 +68,70 @@ typedef struct Bm25Postings
 	int32		len_body[BM25_SUB_POSTINGS];
 } Bm25Postings;
 
+pg_noreturn extern void bm25_corrupt(const char *detail);
+pg_noreturn extern void bm25_corrupt_value(const char *what, const char *why);
+
+/*
+ * Read one varint at *p, never at or past end; at most `max`.  Raises
+ * ERRCODE_DATA_CORRUPTED when truncated, longer than 10 bytes, or above max.
+ */
+static inline uint64
+bm25_varint_get(const uint8 **p, const uint8 *end, uint64 max, const char *what)
+{
+	const uint8 *q = *p;
+	uint64		v = 0;
+
+	if (likely(q < end && *q < 0x80))
+		v = *q++;
+	else
+	{
+		for (int shift = 0;; shift += 7)
+		{
+			uint64		byte;
+
+			if (q >= end)
+				bm25_corrupt_value(what, "truncated");
+			byte = *q++;
+			/* the 10th byte may only carry bit 63 */
+			if (shift == 63 && byte > 1)
+				bm25_corrupt_value(what, "overflows 64 bits");
+			v |= (byte & 0x7f) << shift;
+			if (byte < 0x80)
+				break;
+		}
+	}
+	if (unlikely(v > max))
+		bm25_corrupt_value(what, "out of range");
+	*p = q;
+	return v;
+}
+
+/*
+ * Read one posting at *p (the next after chunk `prev`), validated: returns its
+ * chunk id, its tf_title, tf_body, len_title and len_body in fields[0..3].
+ */
+static inline int64
+bm25_posting_get(const uint8 **p, const uint8 *end, int64 prev, int32 *fields)
+{
+	uint64		delta = bm25_varint_get(p, end, PG_INT64_MAX, "chunk id delta");
+
+	if (unlikely(delta < 1 || delta > (uint64) (PG_INT64_MAX - prev)))
+		bm25_corrupt("chunk ids do not ascend");
+	fields[0] = (int32) bm25_varint_get(p, end, BM25_MAX_TF, "tf_title");
+	fields[1] = (int32) bm25_varint_get(p, end, BM25_MAX_TF, "tf_body");
+	if (unlikely(fields[0] == 0 && fields[1] == 0))
+		bm25_corrupt("posting with no occurrence");
+	fields[2] = (int32) bm25_varint_get(p, end, BM25_MAX_LEN, "len_title");
+	fields[3] = (int32) bm25_varint_get(p, end, BM25_MAX_LEN, "len_body");
+	return prev + (int64) delta;
+}
+
 extern void bm25_block_parse(const uint8 *data, Size size, int64 floor,
 							 Bm25Block *block);
 extern void bm25_subblock_decode(const Bm25Block *block, int sub,
 								 Bm25Postings *out);
 extern void bm25_subblock_check_points(const Bm25SubBlock *sub,
 									   const Bm25Postings *postings);
-pg_noreturn extern void bm25_corrupt(const char *detail);
 
 /* query-time BM25 parameters, validated by the caller */
 typedef struct Bm25Params
