@@ -78,7 +78,12 @@
 
 #include "cari_bm25.h"
 
-#define BM25_MAX_TERMS		1024
+/*
+ * A search's query is at most 4,000 characters (cari.limits.QueryText), so at most ~2,000
+ * words, each a lexeme in one or a few of the collection's languages; a term costs ~8 kB here
+ * (its index scan, its row and its decoded sub-block), 32 MB at this bound.
+ */
+#define BM25_MAX_TERMS		4096
 #define BM25_MAX_K			100000
 #define BOUND_SLACK			1e-9
 #define BOUND_SLACK_ABS		1e-300
