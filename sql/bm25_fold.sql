@@ -1,8 +1,13 @@
--- Fold the collection's delta postings into packed blocks (the `cari_bm25` engine only) once it
--- holds at least %(min_postings)s of them: no row below that, else false when the extension is
--- absent, another fold or compaction of the collection runs, or a writer holds the delta's rows.
+-- Fold the collection's delta into packed blocks (the `cari_bm25` engine only) once it holds at
+-- least %(min_postings)s postings or %(min_dead)s chunks dead in the blocks (every search reads
+-- the dead ids): no row below that, else false when the extension is absent, another fold or
+-- compaction of the collection runs, or a writer holds the delta's rows.
 SELECT bm25_fold(%(collection_id)s)
 WHERE (
     SELECT count(*)
     FROM (SELECT FROM postings WHERE collection_id = %(collection_id)s LIMIT %(min_postings)s) AS d
-) >= %(min_postings)s;
+) >= %(min_postings)s
+OR (
+    SELECT count(*)
+    FROM (SELECT FROM bm25_dead WHERE collection_id = %(collection_id)s LIMIT %(min_dead)s) AS d
+) >= %(min_dead)s;

@@ -158,6 +158,13 @@ def upgrade() -> None:
             END IF;
             SET LOCAL lock_timeout = '{FOLD_LOCK_TIMEOUT}';
             BEGIN
+                IF NOT EXISTS (SELECT FROM chunks WHERE collection_id = collection) THEN
+                    -- Emptied (cleared): every block's chunks are gone, no need to unpack
+                    -- them. Chunks written meanwhile have their postings in the delta.
+                    DELETE FROM bm25_blocks WHERE collection_id = collection;
+                    DELETE FROM bm25_dead WHERE collection_id = collection;
+                    RETURN true;
+                END IF;
                 CREATE TEMP TABLE bm25_fold_moved ON COMMIT DROP AS
                 WITH moved AS (
                     DELETE FROM postings WHERE collection_id = collection
@@ -173,25 +180,23 @@ def upgrade() -> None:
                 SELECT l.lexeme, g.chunk_id FROM gone AS g, unnest(g.lexemes) AS l (lexeme);
                 -- Each changed id's block: the first ending at or after it; past the
                 -- lexeme's last block (appends), that last block; NULL when it has none.
+                -- A binary search (width_bucket) in each lexeme's sorted block ends.
                 CREATE TEMP TABLE bm25_fold_home ON COMMIT DROP AS
                 WITH touched AS (
                     SELECT lexeme, chunk_id FROM bm25_fold_moved
                     UNION
                     SELECT lexeme, chunk_id FROM bm25_fold_gone
-                ), tails AS (
-                    SELECT t.lexeme, (
-                        SELECT max(b.last_chunk) FROM bm25_blocks AS b
-                        WHERE b.collection_id = collection AND b.lexeme = t.lexeme
-                    ) AS tail
-                    FROM (SELECT DISTINCT lexeme FROM touched) AS t
+                ), ends AS (
+                    SELECT b.lexeme, array_agg(b.last_chunk ORDER BY b.last_chunk) AS lasts
+                    FROM bm25_blocks AS b
+                    WHERE b.collection_id = collection
+                      AND b.lexeme IN (SELECT lexeme FROM touched)
+                    GROUP BY b.lexeme
                 )
                 SELECT t.lexeme, t.chunk_id,
-                       CASE WHEN s.tail IS NULL OR t.chunk_id > s.tail THEN s.tail
-                            ELSE (SELECT min(b.last_chunk) FROM bm25_blocks AS b
-                                  WHERE b.collection_id = collection AND b.lexeme = t.lexeme
-                                    AND b.last_chunk >= t.chunk_id)
-                       END AS home
-                FROM touched AS t JOIN tails AS s USING (lexeme);
+                       coalesce(e.lasts[width_bucket(t.chunk_id - 1, e.lasts) + 1],
+                                e.lasts[cardinality(e.lasts)]) AS home
+                FROM touched AS t LEFT JOIN ends AS e USING (lexeme);
                 CREATE TEMP TABLE bm25_fold_old ON COMMIT DROP AS
                 WITH rewritten AS (
                     DELETE FROM bm25_blocks AS b

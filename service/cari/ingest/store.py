@@ -38,6 +38,9 @@ COMPACT_RETRY_S = 0.02
 # `cari_bm25` extension): keyword searches sum the delta in SQL, so it stays small, while each
 # fold rewrites the last block of every lexeme it touches, so it does not run on every write.
 FOLD_POSTINGS = 10_000
+# About what a chunk holds (61 on the five sets' passages): a fold also runs once as many dead
+# chunks as this many postings make have gathered.
+POSTINGS_PER_CHUNK = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +277,12 @@ async def _compact(conn: Conn, collection: CollectionRef, fold_postings: int) ->
             break
         await anyio.sleep(COMPACT_RETRY_S)
     await conn.execute(
-        query("bm25_fold"), {"collection_id": collection.id, "min_postings": fold_postings}
+        query("bm25_fold"),
+        {
+            "collection_id": collection.id,
+            "min_postings": fold_postings,
+            "min_dead": max(1, fold_postings // POSTINGS_PER_CHUNK),
+        },
     )
 
 
