@@ -103,11 +103,12 @@ def test_every_scenario_through_real_processes(
     assert healthy["vector"]["answered"] == 2
     assert healthy["put"]["status"] == 200 and healthy["put"]["embedded"] is True
     hung = frozen["frozen"]
-    # Every hybrid search answered from keywords, the first after waiting its 0.5 s budget;
+    # Every hybrid search answered from keywords, the first after waiting its 0.5 s budget less
+    # the quarter kept for answering after the wait (cari.search.engine.ANSWER_RESERVE_S);
     # vector searches fail with the embedder's code. How soon they answer is the report's
     # figure, not the test's: upper bounds on times failed on a busy machine.
     assert hung["hybrid"]["answered"] == hung["hybrid"]["degraded"] == 4
-    assert hung["hybrid"]["each_ms"][0] >= 500
+    assert hung["hybrid"]["each_ms"][0] >= 500 * 3 / 4
     assert hung["vector"]["errors"] == {"embedder_unavailable": 2}
     assert hung["put"]["status"] == 200 and hung["put"]["embedded"] is False
     assert frozen["write_budget_s"] == 2

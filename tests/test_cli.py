@@ -65,7 +65,7 @@ def serving(
         )
         base = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 120  # a fresh data folder builds the extension first
             while True:
                 if process.poll() is not None:
                     log.seek(0)
@@ -76,7 +76,7 @@ def serving(
                 except OSError:
                     pass
                 if time.monotonic() > deadline:
-                    pytest.fail("cari serve did not become ready within 60 s")
+                    pytest.fail("cari serve did not become ready within 120 s")
                 time.sleep(0.2)
             yield base
         finally:

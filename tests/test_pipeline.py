@@ -239,7 +239,7 @@ def test_cli_search_explains_the_pipeline(
         capture_output=True, text=True, env=env, timeout=300, check=False,
     )  # fmt: skip
     assert "sub-queries: harga toyota veloz | harga honda brio" in table.stdout
-    assert "catalog:VLZ-Q" in table.stdout
+    assert "VLZ-Q" in table.stdout  # the catalog item, by its SKU
 
 
 def test_financing_without_rates_says_so_and_other_collections_stay_quiet(

@@ -145,7 +145,8 @@ def _statements() -> list[Path]:
 PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 # Values for the fields some statements are composed with by psycopg.sql (literals from
 # settings that cannot be parameters): what the defaults give.
-# `{filters}` is the empty fragment (tests/test_filters.py covers compiled filters).
+# `{filters}` is the empty fragment (tests/test_filters.py covers compiled filters) and
+# `{allowed}` (the chunk ids filters allow, for the keyword extension) no filter.
 COMPOSED = {
     "dimension": "384",
     "type": "vector(384)",
@@ -157,6 +158,7 @@ COMPOSED = {
     "ef_construction": "64",
     "memory": "'64MB'",
     "filters": "",
+    "allowed": "NULL::bigint[]",
 }
 FIELD = re.compile(r"\{(\w+)\}")
 
