@@ -266,6 +266,20 @@ async def test_probes_of_a_remote_embedder_in_order_and_its_failure_as_one_error
             await fit.embed_queries(embedder, texts)
 
 
+@pytest.mark.anyio
+async def test_the_local_model_embeds_many_queries_as_it_embeds_one() -> None:
+    """The fit's batched query vectors are the one-at-a-time ones, in order."""
+    from cari.embed import QUERY_BATCH, LocalEmbedder
+
+    embedder = LocalEmbedder()
+    texts = [f"{word} brake pads wear" for word in CAR[0].split()][: QUERY_BATCH + 3]
+    batched = await fit.embed_queries(embedder, texts)
+    single = [await embedder.embed_query(text) for text in texts]
+    assert len(batched) == len(texts)
+    # The same vectors up to the CPU's float rounding.
+    assert max(float(np.abs(b - s).max()) for b, s in zip(batched, single, strict=True)) < 1e-3
+
+
 if __name__ == "__main__":
     from cari.embed import LocalEmbedder
 

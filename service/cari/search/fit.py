@@ -25,8 +25,9 @@ are embedded on each fit: the bundled questions' vectors for the local model shi
 package (`off_topic_vectors.npz`, like the router's examples), and another embedder's are
 embedded once per process and kept. Embedding them was two thirds of a fit's time, which made
 a small `cari ingest` wait longer for its fit than for its load (docs/benchmarks.md, "The
-fit's time"). A remote embedder gets `CONCURRENCY` probes at once, overlapping its round
-trips; the local model computes one at a time anyway. A fit runs at
+fit's time"). The local model embeds the pseudo-questions in a few batched computations (one
+computation each cost 10x more with OpenMP's threads on a busy machine); a remote embedder
+gets `CONCURRENCY` of them at once, overlapping its round trips. A fit runs at
 the end of `cari ingest`, in the server's background upkeep when the collection's chunk count
 has changed by `REFIT_FACTOR` since the last one, and on demand (`cari refit`); never on a
 search.
@@ -127,9 +128,10 @@ async def off_topic_vectors(embedder: Embedder) -> list[Vector]:
 
 
 async def embed_queries(embedder: Embedder, texts: Sequence[str]) -> list[Vector]:
-    """Each text's query vector, in order; a remote embedder's `CONCURRENCY` at a time."""
-    if isinstance(embedder, LocalEmbedder):  # one computation at a time in any case
-        return [await embedder.embed_query(text) for text in texts]
+    """Each text's query vector, in order: the local model's in batches, a remote embedder's
+    `CONCURRENCY` at a time."""
+    if isinstance(embedder, LocalEmbedder):  # a few computations of many questions each
+        return await embedder.embed_queries(texts)
     vectors: list[Vector] = [np.empty(0, np.float32)] * len(texts)
     limit = anyio.Semaphore(CONCURRENCY)
     failure: Exception | None = None
