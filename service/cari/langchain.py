@@ -150,7 +150,8 @@ class CariVectorStore(VectorStore):
     collection's embedder (`CARI_EMBEDDER`, or the collection's own `embedder`), and embeds each
     search's query the same way. So the store takes no `Embeddings` (`embeddings` is None) and
     searches are Cari's own: hybrid (`mode`), with no relevance threshold unless `threshold` is
-    given, so `k` documents come back while the collection has them.
+    given, so `k` documents come back while the collection has them (`k` up to 16: a search
+    reads at most the API's 50 chunks, 3 per document wanted).
 
     Each LangChain document is one Cari document: its id the document's (a new UUID when it has
     none; adding an id again replaces that document), `page_content` its text, `metadata` its
