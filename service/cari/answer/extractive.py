@@ -1,11 +1,11 @@
 """The answer without an LLM: the source sentences that best answer the question, cited.
 
-Sources are numbered 1..n in the order given. Documents are prose: cut into sentences at . ! ?
-(and … ) followed by a space and not by a lower-case letter, and not after an abbreviation
-("Rp.", "No.", "Dr.", "e.g.") or an initial; a decimal ("1.5 liter", "Rp 1.500.000") has no
-space after its dot, so it stays whole. Blank lines, list items and headings end a sentence
-too. Structured sources (catalog items, installments) are lines, each one a sentence that also
-holds the words of the source's title (the product a "Price: ..." line is the price of).
+Sources are numbered 1..n in the order given. Documents are prose: cut into sentences as the
+chunker cuts them (`cari.sentences`: at . ! ? … not after an abbreviation such as "Rp.", "No.",
+"Dr." or an initial; a decimal such as "Rp 1.500.000" stays whole). Blank lines, list items
+and headings end a sentence too. Structured sources (catalog items, installments) are lines,
+each one a sentence that also holds the words of the source's title (the product a
+"Price: ..." line is the price of).
 
 A sentence scores the weights of the question's words it holds, each word once: lower-cased,
 the function words of both languages ignored, "-nya" and a plural "s" taken off, and the
@@ -23,19 +23,13 @@ from dataclasses import dataclass
 
 from cari.answer.citations import FUNCTION_WORDS, MARKER
 from cari.search.engine import SearchResult
+from cari.sentences import split as split_sentences
 
 _STOP = FUNCTION_WORDS["id"] | FUNCTION_WORDS["en"]
 # The labels of structured sources, by their normalised form (cari.search.structured).
 _LABELS = {"harga": "price", "cicilan": "installment", "angsuran": "installment", "bulan": "month"}
-ABBREVIATIONS = (
-    "rp", "no", "nos", "nr", "dr", "drs", "dra", "prof", "ir", "jl", "jln", "kec", "kab", "kel",
-    "prov", "tel", "telp", "hlm", "mr", "mrs", "ms", "st", "vs", "sdr", "sdri", "bpk", "yth", "tn",
-    "ny", "pt", "cv", "fig", "approx", "inc", "ltd", "co", "jr", "sr", "e.g", "i.e", "a.n", "s.d",
-    "u.p",
-)  # fmt: skip
 _BLOCK = re.compile(r"\n[ \t]*(?:\n\s*|(?=[-*•#]|[0-9]{1,2}[.)][ \t]))")
 _BULLET = re.compile(r"^(?:[-*•]+|#+)\s+")
-_END = re.compile(r"[.!?…]+[\"'\u201d\u2019)\]]*\s+")
 _TOKEN = re.compile(r"[^\W_]+(?:[.,][0-9]+)*")
 _STRUCTURED = frozenset({"catalog", "financing"})
 RELATIVE_SCORE = 0.5  # of the best sentence's score, for another sentence to be shown
@@ -98,29 +92,8 @@ def _split(result: SearchResult) -> list[str]:
     sentences = []
     for block in _BLOCK.split(content):
         text = _BULLET.sub("", " ".join(block.split()))
-        sentences += _sentences(text)
+        sentences += split_sentences(text)
     return sentences
-
-
-def _sentences(text: str) -> list[str]:
-    found, start = [], 0
-    for end in _END.finditer(text):
-        following = text[end.end() : end.end() + 1]
-        if following.islower() or _abbreviation(text, end):
-            continue
-        found.append(text[start : end.end()].strip())
-        start = end.end()
-    found.append(text[start:].strip())
-    return [s for s in found if s]
-
-
-def _abbreviation(text: str, end: re.Match[str]) -> bool:
-    """Whether the "." at `end` closes an abbreviation or an initial, not a sentence."""
-    if text[end.start() : end.end()].rstrip() != ".":
-        return False
-    before = text[: end.start()].rsplit(maxsplit=1)
-    word = before[-1].lstrip("([\"'").lower() if before else ""
-    return word in ABBREVIATIONS or (len(word) == 1 and word.isalpha())
 
 
 def _words(text: str) -> list[str]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
+from cari import sentences
 from cari.ingest.formats import Section
 
 TokenCounter = Callable[[str], int]
@@ -108,29 +109,6 @@ _INSIDE_WORD, _SPACE, _LINE, _SENTENCE, _PARAGRAPH, _HEADING, _END = range(-1, 6
 _HEADING_LINE = re.compile(r" {0,3}#{1,6}(?:\s|$)")
 _FENCE = re.compile(r" {0,3}(?:```|~~~)")
 _LIST_MARKER = re.compile(r"\d{1,9}[.)]")
-_INITIALS = re.compile(r"(?:[^\W\d_]\.)*[^\W\d_]")  # "e.g", "U.S", "J"
-# English, then Indonesian: words whose period does not end a sentence.
-_ABBREVIATIONS = frozenset(
-    {
-        *("mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "no", "nos", "vs", "fig"),
-        *("figs", "eq", "approx", "al", "inc", "ltd", "co", "corp", "dept", "vol", "pp", "ed"),
-        *("jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"),
-        *("bpk", "sdr", "sdri", "yth", "hlm", "jl", "kab", "kec", "kel", "prov", "tgl", "drs"),
-        *("dra", "ir", "hj", "dkk"),
-    }
-)
-_OPENERS = "\"'([{\u00ab\u201c\u2018"  # quotes and brackets around a word
-_CLOSERS = "\"')]}\u00bb\u201d\u2019"
-
-
-def _ends_sentence(word: str) -> bool:
-    core = word.rstrip(_CLOSERS)
-    if core.endswith(("!", "?", "。")):
-        return True
-    if not core.endswith("."):
-        return False
-    stem = core[:-1].lstrip(_OPENERS)
-    return not (stem.lower() in _ABBREVIATIONS or _INITIALS.fullmatch(stem))
 
 
 def _split(text: str) -> Iterator[tuple[str, int, str]]:
@@ -158,7 +136,9 @@ def _split(text: str) -> Iterator[tuple[str, int, str]]:
                 level, separator = (_SENTENCE if ended else _SPACE), " "
             yield separator, level, word
             # "1." opening a line numbers a list item; it ends no sentence.
-            ended = _ends_sentence(word) and not (position == 0 and _LIST_MARKER.fullmatch(word))
+            ended = sentences.ends_sentence(word) and not (
+                position == 0 and _LIST_MARKER.fullmatch(word)
+            )
         blank, after_heading = False, heading
 
 

@@ -20,7 +20,14 @@ were chosen by `bench.threshold` on the tuning sets (docs/benchmarks.md, "Releva
 fitted to each collection").
 
 Bounded time: at most `SAMPLE` chunks are read and `PSEUDO` + the bundled questions (about
-150 queries) are embedded and searched once each, whatever the collection's size. A fit runs at
+150 queries) are searched once each, whatever the collection's size. Only the pseudo-questions
+are embedded on each fit: the bundled questions' vectors for the local model ship with the
+package (`off_topic_vectors.npz`, like the router's examples), and another embedder's are
+embedded once per process and kept. Embedding them was two thirds of a fit's time, which made
+a small `cari ingest` wait longer for its fit than for its load (docs/benchmarks.md, "The
+fit's time"). The local model embeds the pseudo-questions in a few batched computations (one
+computation each cost 10x more with OpenMP's threads on a busy machine); a remote embedder
+gets `CONCURRENCY` of them at once, overlapping its round trips. A fit runs at
 the end of `cari ingest`, in the server's background upkeep when the collection's chunk count
 has changed by `REFIT_FACTOR` since the last one, and on demand (`cari refit`); never on a
 search.
@@ -35,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -44,7 +52,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from cari.embed import Embedder, Embedders
+from cari.embed import Embedder, Embedders, LocalEmbedder, Vector
 from cari.errors import EmbedderUnavailable, NotFound
 from cari.queries import query
 from cari.search.relevance import Scale
@@ -59,6 +67,14 @@ PSEUDO_WORDS = 6  # rarest words of a chunk making one
 MIN_CHUNKS = 5  # fewer embedded chunks: no fit, the configured scale
 AT = 0.25  # the relevance the cut is placed at: the default threshold
 REFIT_FACTOR = 2.0  # chunk count grown or shrunk by this since the fit: fit again
+CONCURRENCY = 4  # probes a remote embedder embeds at once
+
+# The local model's vectors of the bundled questions, shipped with the package so that no fit
+# spends ~100 embeddings on them. Made, and checked against the model, by
+# tests/test_relevance_fit.py (`python -m tests.test_relevance_fit` after changing them).
+OFF_TOPIC_VECTORS = Path(__file__).with_name("off_topic_vectors.npz")
+# Another embedder's vectors of them, embedded once per process: (model, dimension) -> vectors.
+_off_topic_vectors: dict[tuple[str, int], list[Vector]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +101,57 @@ class Probes:
 def off_topic_questions() -> list[str]:
     text = resources.files("cari.search").joinpath("off_topic_questions.txt").read_text("utf-8")
     return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def shipped_off_topic(model_name: str) -> list[Vector] | None:
+    """The shipped vectors of the bundled questions for `model_name`, if they are for exactly
+    these questions; else None."""
+    if not OFF_TOPIC_VECTORS.is_file():
+        return None
+    with np.load(OFF_TOPIC_VECTORS, allow_pickle=False) as shipped:
+        if str(shipped["model"]) != model_name:
+            return None
+        if [str(text) for text in shipped["texts"]] != off_topic_questions():
+            return None
+        return list(np.asarray(shipped["vectors"], dtype=np.float32))
+
+
+async def off_topic_vectors(embedder: Embedder) -> list[Vector]:
+    """The bundled questions' query vectors by `embedder`: shipped, kept, or embedded now."""
+    key = (embedder.model_name, embedder.dimension)
+    if (known := _off_topic_vectors.get(key)) is None:
+        known = shipped_off_topic(embedder.model_name)
+        if known is None or len(known[0]) != embedder.dimension:
+            known = await embed_queries(embedder, off_topic_questions())
+        _off_topic_vectors[key] = known
+    return known
+
+
+async def embed_queries(embedder: Embedder, texts: Sequence[str]) -> list[Vector]:
+    """Each text's query vector, in order: the local model's in batches, a remote embedder's
+    `CONCURRENCY` at a time."""
+    if isinstance(embedder, LocalEmbedder):  # a few computations of many questions each
+        return await embedder.embed_queries(texts)
+    vectors: list[Vector] = [np.empty(0, np.float32)] * len(texts)
+    limit = anyio.Semaphore(CONCURRENCY)
+    failure: Exception | None = None
+
+    async def one(i: int, text: str) -> None:
+        nonlocal failure
+        try:
+            async with limit:
+                vectors[i] = await embedder.embed_query(text)
+        except Exception as exc:  # the first failure is the fit's, as it was one at a time
+            if failure is None:
+                failure = exc
+            group.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        for i, text in enumerate(texts):
+            group.start_soon(one, i, text)
+    if failure is not None:
+        raise failure
+    return vectors
 
 
 _WORD = re.compile(r"[^\W\d_]{4,}")
@@ -141,17 +208,19 @@ async def probe(
     vectors = space(embedder.dimension, settings)
     statement = vectors.statement("search_vector", filters=sql.SQL(""), alias=sql.Identifier("c"))
 
-    async def best(text: str) -> float:
-        vector = np.asarray(await embedder.embed_query(text), dtype=np.float32)
+    async def best(vector: Vector) -> float:
+        vector = np.asarray(vector, dtype=np.float32)
         cur = await conn.execute(
             statement, {"collection_id": collection_id, "vector": vector, "candidates": 1}
         )
         row = await cur.fetchone()
         return float(row[1]) if row is not None else -1.0
 
+    own = await embed_queries(embedder, pseudo_questions(texts))
+    other = await off_topic_vectors(embedder)
     return Probes(
-        on_topic=[await best(text) for text in pseudo_questions(texts)],
-        off_topic=[await best(text) for text in off_topic_questions()],
+        on_topic=[await best(vector) for vector in own],
+        off_topic=[await best(vector) for vector in other],
     )
 
 
