@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pytest
 from litestar.testing import TestClient
 
-from cari.search.relevance import Evidence, Scale, keep
+from cari.search.relevance import Evidence, Scale, band, keep
 from tests.conftest import app_client
 from tests.fake_openai import FakeOpenAI
 
@@ -17,20 +18,48 @@ SCALE = Scale(cosine_floor=0.8, cosine_ceiling=0.98)
 @pytest.mark.parametrize(
     ("cosine", "coverage", "expected"),
     [
-        (0.80, 0.0, 0.0),  # the floor
+        (0.80, 0.0, 0.1),  # the floor
+        (0.845, 0.0, 0.25),  # a quarter of the way: the default answer threshold
         (0.89, 0.0, 0.5),  # halfway
-        (0.98, 0.0, 1.0),  # the ceiling
-        (0.99, 0.0, 1.0),  # clipped
-        (0.50, 0.0, 0.0),
-        (None, 0.0, 0.0),  # keyword mode: no cosine
-        (None, 0.6, 0.0),  # sharing 60 % of the query's weight is not evidence yet
+        (0.935, 0.0, 0.75),
+        (0.98, 0.0, 0.9),  # the ceiling
+        (None, 0.7, 0.25),  # keyword mode: coverage alone
         (None, 0.8, 0.5),
-        (0.70, 1.0, 1.0),  # every query word, e.g. a SKU the embedder does not know
+        (None, 1.0, 0.9),  # every query word, e.g. a SKU the embedder does not know
         (0.89, 0.7, 0.5),  # the larger of the two
+        (0.70, 1.0, 0.9),
     ],
 )
 def test_scale(cosine: float | None, coverage: float, expected: float) -> None:
-    assert SCALE.relevance(Evidence(cosine, coverage)) == pytest.approx(expected)
+    assert SCALE.relevance(Evidence(cosine, coverage)) == pytest.approx(expected, abs=1e-9)
+
+
+def test_no_evidence_is_a_gate_every_piece_counts_smoothly() -> None:
+    """Coverage 0.59 was under the 0.6 floor, so relevance 0, however many of the question's
+    words the chunk held; a cosine under the floor was 0 too. Now both only lower it, and more
+    evidence never lowers it."""
+    assert SCALE.relevance(Evidence(None, 0.59)) == pytest.approx(0.0905, abs=1e-4)
+    assert 0 < SCALE.relevance(Evidence(0.5, 0.0)) < SCALE.relevance(Evidence(0.79, 0.0)) < 0.1
+    coverages = [i / 100 for i in range(101)]
+    lexical = [SCALE.relevance(Evidence(None, c)) for c in coverages]
+    assert all(0 < a < b < 1 for a, b in pairwise(lexical))
+    cosines = [0.6 + i / 250 for i in range(101)]
+    dense = [SCALE.relevance(Evidence(c, 0.0)) for c in cosines]
+    assert all(a < b for a, b in pairwise(dense))
+    # Neighbouring evidence gives neighbouring relevance: no step anywhere.
+    assert max(b - a for a, b in pairwise(lexical)) < 0.03
+    # Either piece of evidence alone may make a chunk relevant; both never make it less so.
+    assert SCALE.relevance(Evidence(0.845, 0.7)) >= 0.25
+    assert SCALE.relevance(Evidence(0.845, 0.7), "either") == pytest.approx(1 - 0.75 * 0.75)
+
+
+@pytest.mark.parametrize(
+    ("relevance", "expected"),
+    [(1.0, "strong"), (0.5, "strong"), (0.4999, "moderate"), (0.3, "moderate"),
+     (0.2999, "weak"), (0.0, "weak")],
+)  # fmt: skip
+def test_bands(relevance: float, expected: str) -> None:
+    assert band(relevance) == expected
 
 
 def test_keep_needs_one_strong_chunk_then_half_the_threshold() -> None:
