@@ -98,6 +98,7 @@ def _document(result: SearchResult) -> Document:
             "title": result.title,
             "score": result.score,
             "relevance": result.relevance,
+            "band": result.band,
             "highlight": result.highlight,
             "source": None if source is None else str(source),
             "metadata": result.metadata,
