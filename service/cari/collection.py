@@ -109,7 +109,7 @@ TitleBoost = Annotated[
 
 
 class RelevanceScale(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """The query-chunk cosines that count as relevance 0 and 1 (cari.search.relevance)."""
+    """The query-chunk cosines at relevance 0.1 and 0.9 (cari.search.relevance)."""
 
     cosine_floor: Annotated[float, msgspec.Meta(ge=-1, lt=1)]
     cosine_ceiling: Annotated[float, msgspec.Meta(gt=-1, le=1)]
