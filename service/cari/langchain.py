@@ -8,7 +8,8 @@
 Each result becomes a `Document`: its text as `page_content`, its id (`chunk:12`,
 `catalog:SKU`) as `id`, and in `metadata` the document id, chunk id, title, kind, fused score,
 0-1 relevance and its band, highlight (a chunk's passage around the question's words, HTML
-with the matches in <mark>), source and the stored metadata. Unset options take the collection's defaults.
+with the matches in <mark>), source and the stored metadata. Unset options take the
+collection's defaults.
 """
 
 from __future__ import annotations

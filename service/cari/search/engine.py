@@ -565,8 +565,8 @@ class Searcher:
                     content=row["content"],
                     metadata=row["metadata"],
                     score=fused.score,
-                    relevance=round(parts[index].scored[fused.chunk_id], 4),
-                    band=relevance.band(parts[index].scored[fused.chunk_id]),
+                    relevance=(score := round(parts[index].scored[fused.chunk_id], 4)),
+                    band=relevance.band(score),  # of the relevance shown
                     retrievers={n: RetrieverHit(r, s) for n, (r, s) in fused.ranks.items()},
                     highlight=highlights.marked(row["highlight"]),
                 )
@@ -626,10 +626,10 @@ class Searcher:
 
         def weighed(fused: Fused) -> dict[str, Any]:
             found = part.evidence[fused.chunk_id]
-            score = part.scored[fused.chunk_id]
+            score = round(part.scored[fused.chunk_id], 4)
             return {
                 "id": f"chunk:{fused.chunk_id}",
-                "relevance": round(score, 4),
+                "relevance": score,
                 "band": relevance.band(score),
                 "cosine": None if found.cosine is None else round(found.cosine, 4),
                 "dense": round(scale.dense(found.cosine), 4),
@@ -686,7 +686,7 @@ def _structured_result(source: structured.Source) -> SearchResult:
         metadata=source.metadata,
         score=source.relevance,
         relevance=round(source.relevance, 4),
-        band=relevance.band(source.relevance),
+        band=relevance.band(round(source.relevance, 4)),
         retrievers={n: RetrieverHit(r, s) for n, (r, s) in source.ranks.items()},
     )
 
