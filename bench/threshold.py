@@ -92,7 +92,13 @@ def off_topic(query_folder: str, collection_name: str) -> bool:
 async def gather(folders: Sequence[Path], *, search: bool = True) -> dict[str, Any]:
     """Ingest every set, probe each collection as `cari.search.fit` does, and (`search`) run
     every judged question on-topic and off-topic."""
-    settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
+    settings = load_settings(
+        reembed_interval_s=0,
+        statement_timeout_ms=0,
+        # On a busy machine a question's embedding may take seconds: a search that gave up on
+        # it would degrade to keyword results, and its evidence would have no cosine.
+        embedding_query_timeout_s=600,
+    )
     runs: Runs = {}
     chunks: dict[str, int] = {}
     probes: dict[str, dict[str, list[float]]] = {}
@@ -165,6 +171,8 @@ async def weighed(
     """The weighed chunks of one search in fused order, each as (document, cosine, coverage)."""
     request = SearchRequest(query=text, top_k=WEIGHED, threshold=0, explain=True)
     response = await searcher.search(name, request)
+    if response.degraded:  # keyword results only: no cosine to weigh
+        raise RuntimeError(f"search degraded, figures would be wrong: {response.warnings}")
     assert response.explain is not None
     evidence = {
         kept["id"]: (kept["cosine"], kept["coverage"])

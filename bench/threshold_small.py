@@ -87,7 +87,13 @@ def documents(folder: Path, chosen: dict[str, list[str]], size: int) -> list[New
 
 
 async def gather(folders: list[Path], questions: int, size: int) -> dict[str, Any]:
-    settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
+    settings = load_settings(
+        reembed_interval_s=0,
+        statement_timeout_ms=0,
+        # On a busy machine a question's embedding may take seconds: a search that gave up on
+        # it would degrade to keyword results, and its evidence would have no cosine.
+        embedding_query_timeout_s=600,
+    )
     runs: Runs = {}
     probes: dict[str, dict[str, list[float]]] = {}
     chunks: dict[str, int] = {}

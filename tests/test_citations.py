@@ -32,6 +32,7 @@ def result(
         metadata=metadata or {},
         score=0.5,
         relevance=0.8,
+        band="strong",
         retrievers={},
         chunk_id=chunk,
         document_id="doc-1" if kind == "chunk" else None,

@@ -254,7 +254,7 @@ def test_search_shows_each_result_with_its_evidence(browser: WebDriver, server: 
         keyword = item.find_element(By.CSS_SELECTOR, ".keyword").text
         assert re.fullmatch(r"#\d+ · [\d.]+|\N{EN DASH}", keyword)
         assert re.fullmatch(r"#\d+ · [\d.]+", item.find_element(By.CSS_SELECTOR, ".vector").text)
-        assert item.find_element(By.CSS_SELECTOR, ".why").text.startswith("Passed: relevance")
+        assert item.find_element(By.CSS_SELECTOR, ".why").text.startswith("Ranked: relevance")
     top = browser.find_element(By.CSS_SELECTOR, "#side-a .results > li")
     marked = {m.text.lower() for m in top.find_elements(By.CSS_SELECTOR, "mark")}
     # The question's words as English stems them: "rotate" is marked for "rotated".

@@ -18,6 +18,7 @@ def result(number: int, content: str, kind: Kind = "chunk", title: str = "") -> 
         metadata={},
         score=0.5,
         relevance=0.8,
+        band="strong",
         retrievers={},
         chunk_id=number if kind == "chunk" else None,
     )

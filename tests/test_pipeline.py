@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
+from cari.search.relevance import band
 from tests.conftest import app_client
 
 DOCUMENTS = [
@@ -183,14 +184,29 @@ def test_specs_questions_about_any_product_find_its_item(dealer: TestClient[Any]
     assert "bluetooth: 5.3" in response["results"][0]["content"]
 
 
-def test_off_topic_question_comes_back_empty(dealer: TestClient[Any]) -> None:
+def answer(client: TestClient[Any], question: str) -> dict[str, Any]:
+    response = client.post("/v1/collections/dealer/answer", json={"query": question})
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def test_off_topic_question_is_ranked_weak_and_refused(dealer: TestClient[Any]) -> None:
+    """Search ranks: an off-topic question gets the closest chunks, each weak. Answers refuse:
+    at the collection's threshold no chunk is a source, and the answer says so."""
     for question in ("how do I bake sourdough bread at home?", "siapa penemu bola lampu?"):
-        response = search(dealer, query=question, explain=True)
-        assert response["results"] == [], question
-        (part,) = response["explain"]["sub_queries"]
+        ranked = search(dealer, query=question, explain=True)
+        assert ranked["results"], question
+        assert all(r["band"] == "weak" and r["relevance"] < 0.25 for r in ranked["results"])
+        assert ranked["explain"]["threshold"] is None
+        assert ranked["explain"]["sub_queries"][0]["dropped"] == []
+        # Asked for, the threshold cuts as answers cut.
+        cut = search(dealer, query=question, threshold=0.25, explain=True)
+        assert cut["results"] == [], question
+        (part,) = cut["explain"]["sub_queries"]
         assert part["dropped"] and "off-topic" in part["dropped"][0]["reason"]
-        # The same question with no threshold gets the closest chunks anyway.
-        assert search(dealer, query=question, threshold=0)["results"]
+        refused = answer(dealer, question)
+        assert refused["no_information"] is True and refused["sources"] == [], question
 
 
 def test_on_topic_questions_are_answered(dealer: TestClient[Any]) -> None:
@@ -201,8 +217,13 @@ def test_on_topic_questions_are_answered(dealer: TestClient[Any]) -> None:
     ):
         response = search(dealer, query=question)
         assert ids(response, "chunk")[:1] == [expected], question
-        chunks = [r for r in response["results"] if r["kind"] == "chunk"]
-        assert all(r["relevance"] >= 0.125 for r in chunks)  # half the threshold at least
+        top = next(r for r in response["results"] if r["kind"] == "chunk")
+        assert top["relevance"] >= 0.25 and top["band"] == band(top["relevance"]), question
+        answered = answer(dealer, question)
+        assert answered["no_information"] is False, question
+        sources = [s["result"] for s in answered["sources"] if s["result"]["kind"] == "chunk"]
+        assert sources[0]["document_id"] == expected, question
+        assert all(r["relevance"] >= 0.125 for r in sources)  # half the threshold at least
 
 
 def test_collection_keyword_lists_are_its_own(dealer: TestClient[Any]) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pytest
 from litestar.testing import TestClient
 
-from cari.search.relevance import Evidence, Scale, keep
+from cari.search.relevance import Evidence, Scale, band, keep
 from tests.conftest import app_client
 from tests.fake_openai import FakeOpenAI
 
@@ -17,20 +18,48 @@ SCALE = Scale(cosine_floor=0.8, cosine_ceiling=0.98)
 @pytest.mark.parametrize(
     ("cosine", "coverage", "expected"),
     [
-        (0.80, 0.0, 0.0),  # the floor
+        (0.80, 0.0, 0.1),  # the floor
+        (0.845, 0.0, 0.25),  # a quarter of the way: the default answer threshold
         (0.89, 0.0, 0.5),  # halfway
-        (0.98, 0.0, 1.0),  # the ceiling
-        (0.99, 0.0, 1.0),  # clipped
-        (0.50, 0.0, 0.0),
-        (None, 0.0, 0.0),  # keyword mode: no cosine
-        (None, 0.6, 0.0),  # sharing 60 % of the query's weight is not evidence yet
+        (0.935, 0.0, 0.75),
+        (0.98, 0.0, 0.9),  # the ceiling
+        (None, 0.7, 0.25),  # keyword mode: coverage alone
         (None, 0.8, 0.5),
-        (0.70, 1.0, 1.0),  # every query word, e.g. a SKU the embedder does not know
+        (None, 1.0, 0.9),  # every query word, e.g. a SKU the embedder does not know
         (0.89, 0.7, 0.5),  # the larger of the two
+        (0.70, 1.0, 0.9),
     ],
 )
 def test_scale(cosine: float | None, coverage: float, expected: float) -> None:
-    assert SCALE.relevance(Evidence(cosine, coverage)) == pytest.approx(expected)
+    assert SCALE.relevance(Evidence(cosine, coverage)) == pytest.approx(expected, abs=1e-9)
+
+
+def test_no_evidence_is_a_gate_every_piece_counts_smoothly() -> None:
+    """Coverage 0.59 was under the 0.6 floor, so relevance 0, however many of the question's
+    words the chunk held; a cosine under the floor was 0 too. Now both only lower it, and more
+    evidence never lowers it."""
+    assert SCALE.relevance(Evidence(None, 0.59)) == pytest.approx(0.0905, abs=1e-4)
+    assert 0 < SCALE.relevance(Evidence(0.5, 0.0)) < SCALE.relevance(Evidence(0.79, 0.0)) < 0.1
+    coverages = [i / 100 for i in range(101)]
+    lexical = [SCALE.relevance(Evidence(None, c)) for c in coverages]
+    assert all(0 < a < b < 1 for a, b in pairwise(lexical))
+    cosines = [0.6 + i / 250 for i in range(101)]
+    dense = [SCALE.relevance(Evidence(c, 0.0)) for c in cosines]
+    assert all(a < b for a, b in pairwise(dense))
+    # Neighbouring evidence gives neighbouring relevance: no step anywhere.
+    assert max(b - a for a, b in pairwise(lexical)) < 0.03
+    # Either piece of evidence alone may make a chunk relevant; both never make it less so.
+    assert SCALE.relevance(Evidence(0.845, 0.7)) >= 0.25
+    assert SCALE.relevance(Evidence(0.845, 0.7), "either") == pytest.approx(1 - 0.75 * 0.75)
+
+
+@pytest.mark.parametrize(
+    ("relevance", "expected"),
+    [(1.0, "strong"), (0.5, "strong"), (0.4999, "moderate"), (0.3, "moderate"),
+     (0.2999, "weak"), (0.0, "weak")],
+)  # fmt: skip
+def test_bands(relevance: float, expected: str) -> None:
+    assert band(relevance) == expected
 
 
 def test_keep_needs_one_strong_chunk_then_half_the_threshold() -> None:
@@ -87,3 +116,120 @@ def test_coverage_leaves_out_query_stop_words(dsn: str, fake: FakeOpenAI) -> Non
         client.post("/v1/collections/c/documents", json={"documents": documents})
         found = coverage(client, "c", "Siapakah Soekarno?")
     assert found["answer"] == 1.0
+
+
+REFUNDS = (
+    "Refunds: you may return an item within 30 days of delivery. The money is paid back to "
+    "the card you paid with within five working days of the return reaching our warehouse."
+)
+
+
+def test_search_ranks_and_answers_refuse(dsn: str) -> None:
+    """The issue's first case, with the real model: "refund window" on a one-document
+    collection about refunds returned nothing (the global scale's cut; a collection this small
+    gets no fit). A search now returns the top k ranked, each with its band; a threshold asked
+    for still cuts; an answer applies the collection's threshold and refuses what is off-topic
+    with its no-information sentence."""
+    with app_client(dsn) as client:
+        client.post("/v1/collections", json={"name": "refunds", "language": "english"})
+        added = client.post(
+            "/v1/collections/refunds/documents",
+            json={"documents": [{"id": "refunds", "title": "Refunds", "text": REFUNDS}]},
+        )
+        assert added.status_code == 200, added.text
+
+        def search(**body: Any) -> dict[str, Any]:
+            response = client.post("/v1/collections/refunds/search", json=body)
+            assert response.status_code == 200, response.text
+            found: dict[str, Any] = response.json()
+            return found
+
+        found = search(query="refund window", explain=True)
+        (result,) = found["results"]
+        assert result["document_id"] == "refunds"
+        assert 0 < result["relevance"] < 1
+        assert result["band"] == band(result["relevance"])
+        assert found["explain"]["threshold"] is None
+        (kept,) = found["explain"]["sub_queries"][0]["kept"]
+        assert kept["band"] == result["band"] and "lexical" in kept
+        # An off-topic question is ranked too, and its band says what it is worth.
+        (other,) = search(query="Who painted the ceiling of the Sistine Chapel?")["results"]
+        assert other["band"] == "weak" and other["relevance"] < 0.25
+        # A threshold asked for cuts as before: nothing unless a chunk reaches it.
+        cut = search(query="Who painted the ceiling of the Sistine Chapel?", threshold=0.25)
+        assert cut["results"] == []
+        assert search(query="refund window", threshold=0)["results"]
+
+        def answer(question: str) -> dict[str, Any]:
+            response = client.post("/v1/collections/refunds/answer", json={"query": question})
+            assert response.status_code == 200, response.text
+            found: dict[str, Any] = response.json()
+            return found
+
+        refused = answer("Who painted the ceiling of the Sistine Chapel?")
+        assert refused["no_information"] is True and refused["sources"] == []
+        answered = answer("How many days do I have to return an item for a refund?")
+        assert answered["no_information"] is False
+        assert [s["result"]["document_id"] for s in answered["sources"]] == ["refunds"]
+
+
+def test_a_collection_may_set_a_search_threshold(dsn: str, fake: FakeOpenAI) -> None:
+    """`search_threshold` (null by default) cuts a collection's searches when a user sets it;
+    a request's threshold wins; answers keep the collection's `threshold`."""
+    documents = [{"id": f"d{i}", "text": f"pump model {i} manual"} for i in range(3)]
+    with app_client(dsn, fake) as client:
+        created = client.post("/v1/collections", json={"name": "c"}).json()
+        assert (created["threshold"], created["search_threshold"]) == (0.25, None)
+        client.post("/v1/collections/c/documents", json={"documents": documents})
+        body = {"query": "pump", "mode": "keyword", "explain": True}
+        ranked = client.post("/v1/collections/c/search", json=body).json()
+        assert len(ranked["results"]) == 3 and ranked["explain"]["threshold"] is None
+        changed = client.patch("/v1/collections/c", json={"search_threshold": 0.99})
+        assert changed.json()["search_threshold"] == 0.99
+        assert changed.json()["threshold"] == 0.25
+        cut = client.post("/v1/collections/c/search", json=body).json()
+        assert cut["results"] == [] and cut["explain"]["threshold"] == 0.99
+        asked = client.post("/v1/collections/c/search", json={**body, "threshold": 0}).json()
+        assert len(asked["results"]) == 3
+        # Unchanged by another field's change; null puts the default back.
+        client.patch("/v1/collections/c", json={"top_k": 4})
+        assert client.get("/v1/collections/c").json()["search_threshold"] == 0.99
+        cleared = client.patch("/v1/collections/c", json={"search_threshold": None})
+        assert cleared.json()["search_threshold"] is None
+        bad = client.patch("/v1/collections/c", json={"search_threshold": 1.5})
+        assert bad.status_code == 422
+
+
+def test_a_question_whose_words_a_document_mostly_holds_is_found(
+    dsn: str, fake: FakeOpenAI
+) -> None:
+    """The issue's second case: a keyword search for "berapa lama garansi mesin mobil?" came
+    back empty although a document holds garansi, mesin and mobil: its word coverage was under
+    the 0.6 floor, so its relevance 0. Now it is returned, its relevance above 0 and growing
+    with its coverage."""
+    documents = [
+        {"id": "garansi", "text": "Garansi mesin mobil baru berlaku untuk setiap pembelian."},
+        *({"id": f"mobil-{i}", "text": f"Mobil {i} dijual di dealer resmi."} for i in range(4)),
+        {"id": "mesin", "text": "Mesin bensin perlu servis berkala."},
+    ]  # "lama" is in none: a word the collection never saw weighs most
+    with app_client(dsn, fake) as client:
+        client.post("/v1/collections", json={"name": "c", "language": "indonesian"})
+        client.post("/v1/collections/c/documents", json={"documents": documents})
+        body = {"query": "berapa lama garansi mesin mobil?", "mode": "keyword", "explain": True}
+        found = client.post("/v1/collections/c/search", json=body).json()
+    weighed = {k["id"]: k for k in found["explain"]["sub_queries"][0]["kept"]}
+    by_document = {r["document_id"]: weighed[r["id"]] for r in found["results"]}
+    evidence = by_document["garansi"]
+    assert 0.3 < evidence["coverage"] < 0.6  # most of the question's words, under the old floor
+    assert evidence["relevance"] > 0 and evidence["relevance"] == evidence["lexical"]
+    assert evidence["band"] == "weak"
+
+
+def test_openapi_shows_the_band_and_the_search_threshold(dsn: str, fake: FakeOpenAI) -> None:
+    with app_client(dsn, fake) as client:
+        schemas = client.get("/docs/openapi.json").json()["components"]["schemas"]
+    result = schemas["SearchResult"]
+    assert "band" in result["required"]
+    assert result["properties"]["band"]["enum"] == ["strong", "moderate", "weak"]
+    created = schemas["CollectionCreate"]["properties"]["search_threshold"]
+    assert "null" in str(created) and "top k ranked" in str(created)

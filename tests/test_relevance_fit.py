@@ -60,7 +60,8 @@ def collection(client: TestClient[Any], name: str) -> dict[str, Any]:
 
 
 def explained(client: TestClient[Any], name: str, query: str) -> dict[str, Any]:
-    body = {"query": query, "explain": True}
+    """A search at the collection's answer threshold (0.25): what an answer would use."""
+    body = {"query": query, "explain": True, "threshold": 0.25}
     response = client.post(f"/v1/collections/{name}/search", json=body)
     assert response.status_code == 200, response.text
     found: dict[str, Any] = response.json()

@@ -28,9 +28,8 @@ def add(client: TestClient[Any], collection: str, documents: list[dict[str, Any]
 
 
 def search(client: TestClient[Any], collection: str, **body: Any) -> dict[str, Any]:
-    """A search; threshold 0 unless given, since these tests are about retrieval and ranking
-    (the fake embedder's cosines mean nothing; tests/test_pipeline.py covers the threshold)."""
-    body.setdefault("threshold", 0)
+    """A search: the top k ranked, no threshold unless given (these tests are about retrieval
+    and ranking; tests/test_pipeline.py and tests/test_relevance.py cover the threshold)."""
     response = client.post(f"/v1/collections/{collection}/search", json=body)
     assert response.status_code == 200, response.text
     result: dict[str, Any] = response.json()
@@ -422,11 +421,15 @@ def test_cli_search_prints_a_table_and_json(
     assert missing.stderr.strip() == "Error: query: is empty"
 
 
-def test_default_threshold_keeps_exact_tokens_and_drops_off_topic(shop: TestClient[Any]) -> None:
-    """At the collection's own threshold (0.25), with the real model: the SKU's chunk holds every
-    word of the question, so it passes whatever its cosine; a question about nothing here
-    returns nothing."""
+def test_defaults_rank_exact_tokens_strong_and_off_topic_weak(shop: TestClient[Any]) -> None:
+    """At the defaults, with the real model: the SKU's chunk holds every word of the question,
+    so it is a strong match whatever its cosine; a question about nothing here gets the closest
+    chunks, each weak, and nothing once the collection's threshold (0.25) is asked for."""
     found = shop.post("/v1/collections/shop/search", json={"query": "SKU-9942-X"}).json()
-    assert ids(found)[0] == "kit" and found["results"][0]["relevance"] == 1.0
+    assert ids(found)[0] == "kit"
+    assert found["results"][0]["relevance"] >= 0.9 and found["results"][0]["band"] == "strong"
     body = {"query": "who won the football world cup in 1998?"}
-    assert shop.post("/v1/collections/shop/search", json=body).json()["results"] == []
+    ranked = shop.post("/v1/collections/shop/search", json=body).json()["results"]
+    assert ranked and all(r["band"] == "weak" for r in ranked)
+    cut = shop.post("/v1/collections/shop/search", json={**body, "threshold": 0.25}).json()
+    assert cut["results"] == []

@@ -88,13 +88,28 @@ EmbedderName = Annotated[
         "`cari reembed --embedder` changes it.",
     ),
 ]
+AnswerThreshold = Annotated[
+    Threshold,
+    msgspec.Meta(
+        description="The least relevance (0-1) a source needs to reach an answer: when none "
+        "reaches it, the answer is the `no_information` sentence."
+    ),
+]
+SearchThreshold = Annotated[
+    Threshold,
+    msgspec.Meta(
+        description="The least relevance (0-1) a search returns when the request sets no "
+        "`threshold`; null (the default): searches cut nothing and return the top k ranked, "
+        "each with its relevance and band."
+    ),
+]
 TitleBoost = Annotated[
     float, msgspec.Meta(ge=0, le=100, description="How much a title word counts vs a body word.")
 ]
 
 
 class RelevanceScale(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """The query-chunk cosines that count as relevance 0 and 1 (cari.search.relevance)."""
+    """The query-chunk cosines at relevance 0.1 and 0.9 (cari.search.relevance)."""
 
     cosine_floor: Annotated[float, msgspec.Meta(ge=-1, lt=1)]
     cosine_ceiling: Annotated[float, msgspec.Meta(gt=-1, le=1)]
@@ -117,7 +132,7 @@ class Collection(msgspec.Struct, kw_only=True):
     vector_weight: float
     keyword_weight: float
     rrf_k: int
-    threshold: float
+    threshold: float  # what answers apply
     top_k: int
     bm25_k1: float
     bm25_b: float
@@ -134,6 +149,7 @@ class Collection(msgspec.Struct, kw_only=True):
     next_embedder: str | None
     created_at: datetime
     updated_at: datetime
+    search_threshold: float | None = None  # what searches apply; None: no cut
     relevance_scale: RelevanceScale | None = None  # set for the collection: wins over the fit
     relevance_fit: dict[str, Any] | None = None  # cari.search.fit: scale, chunks, embedder, when
 
@@ -146,7 +162,8 @@ class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     vector_weight: Weight = 1.0
     keyword_weight: Weight = 1.0
     rrf_k: RrfK = 60
-    threshold: Threshold = 0.25
+    threshold: AnswerThreshold = 0.25
+    search_threshold: SearchThreshold | None = None
     top_k: TopK = 5
     bm25_k1: K1 = 1.2
     bm25_b: B = 0.75
@@ -172,7 +189,8 @@ class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     vector_weight: Weight | msgspec.UnsetType = msgspec.UNSET
     keyword_weight: Weight | msgspec.UnsetType = msgspec.UNSET
     rrf_k: RrfK | msgspec.UnsetType = msgspec.UNSET
-    threshold: Threshold | msgspec.UnsetType = msgspec.UNSET
+    threshold: AnswerThreshold | msgspec.UnsetType = msgspec.UNSET
+    search_threshold: SearchThreshold | msgspec.UnsetType | None = msgspec.UNSET  # null: no cut
     top_k: TopK | msgspec.UnsetType = msgspec.UNSET
     bm25_k1: K1 | msgspec.UnsetType = msgspec.UNSET
     bm25_b: B | msgspec.UnsetType = msgspec.UNSET
@@ -252,6 +270,7 @@ async def update(conn: Conn, name: str, changes: CollectionUpdate) -> Collection
     params["name"] = name
     # The fields that can be set back to NULL, so NULL cannot mean "unchanged" for them.
     params["no_information_set"] = changes.no_information is not msgspec.UNSET
+    params["search_threshold_set"] = changes.search_threshold is not msgspec.UNSET
     scale = changes.relevance_scale
     params["relevance_scale_set"] = scale is not msgspec.UNSET
     del params["relevance_scale"]

@@ -12,8 +12,9 @@ vector store, both through Cari's HTTP API (`cari.client`).
 
 The retriever's results become `Document`s: the text as `page_content`, its id (`chunk:12`,
 `catalog:SKU`) as `id`, and in `metadata` the document id, chunk id, title, kind, fused score,
-0-1 relevance, highlight (a chunk's passage around the question's words, HTML with the
-matches in <mark>), source and the stored metadata. Unset options take the collection's defaults.
+0-1 relevance and its band, highlight (a chunk's passage around the question's words, HTML
+with the matches in <mark>), source and the stored metadata. Unset options take the
+collection's defaults.
 
 The vector store keeps each LangChain `Document` as one Cari document (`CariVectorStore`).
 """
@@ -129,6 +130,7 @@ def _document(result: SearchResult) -> Document:
             "title": result.title,
             "score": result.score,
             "relevance": result.relevance,
+            "band": result.band,
             "highlight": result.highlight,
             "source": None if source is None else str(source),
             "metadata": result.metadata,

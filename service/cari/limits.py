@@ -9,6 +9,8 @@ import msgspec
 
 Mode = Literal["hybrid", "vector", "keyword"]
 Method = Literal["rrf", "minmax", "zscore"]  # how hybrid search fuses its two lists
+# A result's relevance band: strong (0.5 and above), moderate (0.3 and above), weak.
+Band = Literal["strong", "moderate", "weak"]
 
 QueryText = Annotated[str, msgspec.Meta(max_length=4000)]
 TopK = Annotated[int, msgspec.Meta(ge=1, le=50)]

@@ -211,10 +211,11 @@ class Settings(BaseSettings):
         default=0.8,
         ge=-1,
         lt=1,
-        description="Query-chunk cosine that counts as relevance 0 (calibrate per embedder).",
+        description="Query-chunk cosine at relevance 0.1, the scale's low end (calibrate per "
+        "embedder).",
     )
     relevance_cosine_ceiling: float = Field(
-        default=0.98, gt=-1, le=1, description="Query-chunk cosine that counts as relevance 1."
+        default=0.98, gt=-1, le=1, description="Query-chunk cosine at relevance 0.9, the high end."
     )
     query_cache_size: int = Field(default=1024, ge=0, le=1_000_000)
     index_build_memory_mb: int = Field(
@@ -329,7 +330,7 @@ class Settings(BaseSettings):
         return self.embedding_dimensions
 
     def cosine_scale(self, embedder: str | None) -> tuple[float, float]:
-        """The query-chunk cosines that count as relevance 0 and 1 for the embedder a collection
+        """The query-chunk cosines at relevance 0.1 and 0.9 for the embedder a collection
         names: its profile's, else CARI_RELEVANCE_COSINE_FLOOR and _CEILING."""
         profile = self.embedders.get(embedder) if embedder is not None else None
         floor = self.relevance_cosine_floor

@@ -10,8 +10,10 @@ as the SSE stream's events, and `answer` collects the same events into one respo
     metadata         model, token counts, per-stage timings, warnings
     done             (or `error`, when the LLM fails midway; the stream ends either way)
 
-When no source passes the collection's threshold the answer is the collection's "no
-information" sentence (by default in the question's language) and no LLM is called.
+Searches rank; answers refuse: only sources reaching the request's `threshold`, else the
+collection's (0.25 by default; not its `search_threshold`), reach the LLM or the extractive
+answer. When none does the answer is the collection's "no information" sentence (by default in
+the question's language) and no LLM is called.
 """
 
 from __future__ import annotations
@@ -170,7 +172,8 @@ class Answerer:
             query=request.query,
             mode=request.mode,
             top_k=request.top_k,
-            threshold=request.threshold,
+            # Answers refuse: what reaches the answer passes the threshold.
+            threshold=settings.threshold if request.threshold is None else request.threshold,
             filters=request.filters,
             # On by default for answers, but only where a reranker is configured.
             rerank=request.rerank and self.searcher.reranker is not None,

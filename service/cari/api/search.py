@@ -26,9 +26,12 @@ QUESTION = Example(
     description=(
         "Modes: hybrid (keyword and vector in parallel, fused), vector, keyword. Unset fields "
         'take the collection\'s defaults. A question comparing things ("A vs B", "A atau '
-        'B") is split into sub-queries, each represented in the results. Results below the '
-        "`threshold` on the 0-1 relevance scale are dropped: an off-topic question returns "
-        "none. Questions about prices, specs or installments also get catalog items and "
+        'B") is split into sub-queries, each represented in the results. The top k come back '
+        "ranked, each with its 0-1 `relevance` and its `band` (strong from 0.5, moderate from "
+        "0.3, weak below). A `threshold` (in the request, or the collection's "
+        "`search_threshold`) drops the results below it, and all of them when none reaches "
+        "it; answers apply the collection's `threshold`. Questions about prices, specs or "
+        "installments also get catalog items and "
         "computed installments as sources, before the document chunks. A query holding an "
         "exact token (SKU, error code, id, version) boosts the keyword weight. `filters`: "
         '{"metadata": {"key": value | {"in": [...]} | {"gte": x, "lte": y}}, '

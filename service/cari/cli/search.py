@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from cari.search.engine import SearchResponse, SearchResult
 
 
+# The console's colours: the bands of cari.search.relevance.
+BAND_STYLES = {"strong": "green", "moderate": "yellow", "weak": "red"}
+
+
 @click.command(help="Search a collection.")
 @click.argument("query")
 @click.option("-c", "--collection", required=True, help="Collection to search.")
@@ -29,7 +33,8 @@ if TYPE_CHECKING:
 @click.option(
     "--threshold",
     type=float_range(Threshold),
-    help="Least relevance (0-1) a result needs; 0 keeps everything.",
+    help="Least relevance (0-1) a result needs; unset: the collection's search threshold, "
+    "none by default (the top k ranked, each with its band).",
 )
 @click.option(
     "--no-decompose", is_flag=True, help="Search the question whole, even if it compares things."
@@ -80,7 +85,9 @@ def search(
 @click.option("-c", "--collection", required=True, help="Collection to answer from.")
 @click.option("--top-k", type=int_range(TopK), help="Sources to answer from.")
 @click.option(
-    "--threshold", type=float_range(Threshold), help="Least relevance (0-1) a source needs."
+    "--threshold",
+    type=float_range(Threshold),
+    help="Least relevance (0-1) a source needs; unset: the collection's threshold.",
 )
 @click.option("--no-rerank", is_flag=True, help="Skip the configured reranker.")
 @click.option("--json", "as_json", is_flag=True, help="Print the events as JSON Lines.")
@@ -124,6 +131,7 @@ def ask(
 def _print_results(response: SearchResponse) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console()
     if len(response.sub_queries) > 1:
@@ -136,7 +144,7 @@ def _print_results(response: SearchResponse) -> None:
     for rank, result in enumerate(response.results, 1):
         table.add_row(
             str(rank),
-            f"{result.relevance:.2f}",
+            Text(f"{result.relevance:.2f} {result.band}", style=BAND_STYLES[result.band]),
             f"{result.score:.4f}",
             result.document_id or result.id,
             result.source or "",
@@ -145,7 +153,7 @@ def _print_results(response: SearchResponse) -> None:
         )
     console.print(table)
     if not response.results:
-        click.echo("no result passed the relevance threshold", err=True)
+        click.echo("no result (passing the threshold, when one was asked)", err=True)
     for warning in response.warnings:
         click.echo(f"warning: {warning}", err=True)
     if response.explain is not None:

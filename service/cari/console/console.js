@@ -12,7 +12,7 @@ const DEFAULTS = {
   fusion: "fusion",
   keyword_weight: "keyword_weight",
   vector_weight: "vector_weight",
-  threshold: "threshold",
+  threshold: "search_threshold", // a search's; answers apply the collection's `threshold`
   top_k: "top_k",
   rrf_k: "rrf_k",
 };
@@ -200,7 +200,7 @@ function render(query, names, run) {
     const count = response.results.length;
     const notes = [...response.warnings];
     if (moves && name === "b") notes.push(comparison(moves));
-    if (!count) notes.unshift("nothing passes the threshold");
+    if (!count) notes.unshift(response.explain.threshold === null ? "nothing found" : "nothing passes the threshold");
     $(".summary", section).textContent =
       `${count} result${count === 1 ? "" : "s"} · ${response.mode} · ` +
       `${response.explain.timings_ms.total.toFixed(0)} ms` +
@@ -253,7 +253,7 @@ function showDefaults() {
     for (const [setting, field] of Object.entries(DEFAULTS)) {
       const input = $(`[data-setting="${setting}"]`, section);
       if (input.tagName === "SELECT") input.options[0].textContent = `(${c[field]})`;
-      else input.placeholder = c[field];
+      else input.placeholder = c[field] ?? (field === "search_threshold" ? "none" : "");
     }
   }
 }
@@ -366,7 +366,7 @@ async function answer() {
 function source(number, result, query) {
   const snippet = result.content.length > 400 ? `${result.content.slice(0, 400)}…` : result.content;
   const text = result.highlight ? marked(result.highlight) : highlight(snippet, query);
-  const { colour } = band(result.relevance);
+  const { colour } = band(result.relevance, result.band);
   return el(
     "li",
     { id: `source-${number}`, tabindex: "-1", "data-id": result.id },

@@ -20,18 +20,23 @@ export function el(tag, attributes = {}, ...children) {
 const number = (value, digits = 4) =>
   value === null || value === undefined ? "–" : Number(value.toFixed(digits)).toString();
 
-// The relevance bands of the 0-1 scale, coloured as people know them from search-debug tools.
-export function band(relevance) {
-  if (relevance >= 0.5) return { name: "strong", colour: "green" };
-  if (relevance >= 0.3) return { name: "moderate", colour: "yellow" };
-  return { name: "weak", colour: "red" };
+// The relevance bands of the 0-1 scale, coloured as people know them from search-debug tools:
+// the band the API gives a result (`name`), else the one its relevance falls in.
+const BANDS = {
+  strong: { colour: "green", meaning: "strong match" },
+  moderate: { colour: "yellow", meaning: "decent match" },
+  weak: { colour: "red", meaning: "weak match, may be filtered out by an answer's threshold" },
+};
+export function band(relevance, name) {
+  const named = name || (relevance >= 0.5 ? "strong" : relevance >= 0.3 ? "moderate" : "weak");
+  return { name: named, ...BANDS[named] };
 }
 
-function badge(relevance) {
-  const { name, colour } = band(relevance);
+function badge(relevance, bandName) {
+  const { name, colour, meaning } = band(relevance, bandName);
   return el(
     "span",
-    { class: `badge ${colour}`, title: `relevance ${number(relevance)}: ${name}` },
+    { class: `badge ${colour}`, title: `relevance ${number(relevance)}: ${meaning}` },
     el("span", { class: "badge-value", text: relevance.toFixed(2) }),
     el("span", { class: "badge-band", text: name }),
   );
@@ -94,8 +99,9 @@ function evidence(entry) {
 
 function why(result, explain, kept) {
   const threshold = explain?.threshold;
+  const ranked = threshold === null; // no threshold asked: the top k, ranked
   if (result.kind === "catalog") {
-    return `Catalog item named by the question: relevance ${number(result.relevance, 2)}, the best of its catalog search and at least the threshold ${threshold}.`;
+    return `Catalog item named by the question: relevance ${number(result.relevance, 2)}, the best of its catalog search and at least ${ranked ? "the collection's answer threshold" : `the threshold ${threshold}`}.`;
   }
   if (result.kind === "financing") {
     return result.relevance > 0
@@ -104,11 +110,12 @@ function why(result, explain, kept) {
   }
   const entry = kept.get(result.id);
   if (!entry || threshold === undefined) return "";
+  const by = explain.sub_queries.length > 1 ? ` (sub-query “${entry.query}”)` : "";
+  if (ranked) return `Ranked: relevance ${number(entry.relevance, 2)}, ${band(entry.relevance, entry.band).name}${by}; ${evidence(entry)}.`;
   const reached =
     entry.relevance >= threshold
       ? `reaches the threshold ${threshold}`
       : `is at least half the threshold ${threshold}, beside a chunk that reaches it`;
-  const by = explain.sub_queries.length > 1 ? ` (sub-query “${entry.query}”)` : "";
   return `Passed: relevance ${number(entry.relevance, 2)} ${reached}${by}; ${evidence(entry)}.`;
 }
 
@@ -141,7 +148,7 @@ export function results(list, response, question, moves) {
           "div",
           { class: "result-head" },
           el("span", { class: "rank", text: index + 1 }),
-          badge(result.relevance),
+          badge(result.relevance, result.band),
           el("strong", { class: "title", text: result.title || result.id }),
           el("span", { class: "source", text: result.document_id || result.kind }),
           move ? el("span", { class: `move ${move.class}`, title: move.label, text: move.text }) : null,
@@ -191,7 +198,7 @@ export function dropped(details, response) {
       el(
         "li",
         { "data-id": entry.id },
-        badge(entry.relevance),
+        badge(entry.relevance, entry.band),
         ` ${entry.id}: ${entry.reason}; ${evidence(entry)}`,
       ),
     ),
@@ -212,7 +219,7 @@ export function plan(container, response) {
     ["mode", x.mode],
     ["fusion", x.mode === "hybrid" ? `${x.fusion}${x.fusion === "rrf" ? ` (k ${x.rrf_k})` : ""}` : "none (one list)"],
     ["weights", tokens ? `${weights} — keyword boosted for exact tokens: ${tokens}` : weights],
-    ["threshold", `${x.threshold}; top k ${x.top_k}`],
+    ["threshold", `${x.threshold ?? "none: the top k ranked"}; top k ${x.top_k}`],
     ["ef_search", `${x.ef_search.requested} requested, ${x.ef_search.applied ?? "–"} applied`],
     ["candidates", `${x.candidates.requested} per retriever`],
     ["query vector", x.query_vector_cached ? "from the cache" : "embedded now"],

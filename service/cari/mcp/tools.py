@@ -87,13 +87,15 @@ TOOLS = {
             "Search a collection",
             "Search a Cari collection (hybrid keyword and semantic search) for the passages, "
             "catalog items and computed installments most relevant to a question. Each result "
-            "has an `id` to cite, a title, its `content`, a 0-1 `relevance` and, for a "
+            "has an `id` to cite, a title, its `content`, a 0-1 `relevance` with its `band` "
+            "(strong from 0.5, moderate from 0.3, weak below: likely not about the question) "
+            "and, for a "
             "passage, the `document_id` it comes from (read it whole with get_document) and "
             "a `highlight`: the part around the question's words, HTML-escaped, the matches "
             "in <mark>. "
-            "Results below the relevance threshold are dropped: no results means the "
-            "collection does not hold the answer. Unset arguments take the collection's "
-            "defaults.",
+            "The top results come back ranked whatever their relevance unless a `threshold` "
+            "is given: then those below it are dropped, and no results means the collection "
+            "does not hold the answer. Unset arguments take the collection's defaults.",
             SearchRequest,
             SearchResponse,
             _search,
@@ -139,7 +141,8 @@ DESCRIPTIONS = {
     "query": "The question or keywords, in the user's own words.",
     "mode": "hybrid (default), keyword for exact codes and names, vector for meaning.",
     "top_k": "How many results at most.",
-    "threshold": "Least relevance (0-1) a result needs; 0 keeps everything.",
+    "threshold": "Least relevance (0-1) a result needs; unset: a search cuts nothing (unless "
+    "the collection sets a search threshold), an answer uses the collection's threshold.",
     "filters": 'Narrow the search: {"metadata": {"key": value | {"in": [...]} | '
     '{"gte": x, "lte": y}}, "document_ids": ["..."]}.',
     "document_id": "The document's id, as a search result's `document_id` gives it.",

@@ -5,9 +5,11 @@ Shared by the HTTP API and the CLI. For one question:
 1. Analyse: exact tokens (`intent`), decomposition into sub-queries (`decompose`).
 2. Per sub-query, in parallel: keyword and vector retrieval, each on its own pooled connection
    (the query embedding is computed while the keyword query already runs), fused
-   (`fusion`); the head of the fused list gets its absolute relevance (`relevance`), and chunks
-   below the threshold are dropped. The sub-query is routed (`router`) to the structured
-   sources its words or meaning ask for.
+   (`fusion`); the head of the fused list gets its absolute relevance and band (`relevance`).
+   Search ranks: the top k come back whatever their relevance, unless the request (or the
+   collection's `search_threshold`) asks for a threshold, which then cuts (`relevance.keep`;
+   answers ask for the collection's `threshold`). The sub-query is routed (`router`) to the
+   structured sources its words or meaning ask for.
 3. Merge: the sub-queries' lists are interleaved rank by rank, so every sub-topic is in the
    top k; then the structured sources (`structured`: catalog items, installments) come first.
 """
@@ -38,6 +40,7 @@ from cari.errors import (
 )
 from cari.keyword_engine import KeywordEngine
 from cari.limits import (
+    Band,
     Candidates,
     EfSearch,
     Method,
@@ -106,6 +109,7 @@ class SearchResult(msgspec.Struct, kw_only=True):
     metadata: dict[str, Any]
     score: float  # chunks: the fused score; structured sources: their relevance
     relevance: float  # 0..1, absolute (cari.search.relevance)
+    band: Band  # strong (relevance 0.5 and above), moderate (0.3 and above), weak
     retrievers: dict[str, RetrieverHit]
     chunk_id: int | None = None
     document_id: str | None = None
@@ -136,7 +140,8 @@ class _Collection:
     keyword_weight: float
     rrf_k: int
     top_k: int
-    threshold: float
+    threshold: float  # answers'
+    search_threshold: float | None  # searches': None, no cut
     pricing_keywords: list[str]
     financing_keywords: list[str]
     embedder: str | None  # None: the default one
@@ -175,7 +180,7 @@ class _Plan:
     weights: dict[str, float]
     rrf_k: int
     top_k: int
-    threshold: float
+    threshold: float | None  # None: no cut, the top k ranked
     candidates: int
     ef_search: int
     depth: int  # fused chunks whose relevance is weighed, per sub-query
@@ -314,7 +319,8 @@ class Searcher:
                     text,
                     [(p.text, p.vector, p.routing) for p in parts if p.routing is not None],
                     next((p.space for p in parts if p.space is not None), None),
-                    plan.threshold,
+                    # A product comes first only when named clearly enough for an answer.
+                    collection.threshold if plan.threshold is None else plan.threshold,
                     top_k,
                 ),
             )
@@ -378,7 +384,9 @@ class Searcher:
             weights={name: base[name] * boost[name] for name in base},
             rrf_k=request.rrf_k or collection.rrf_k,
             top_k=top_k,
-            threshold=_pick(request.threshold, collection.threshold),
+            threshold=(
+                collection.search_threshold if request.threshold is None else request.threshold
+            ),
             candidates=candidates,
             ef_search=request.ef_search or self.settings.hnsw_ef_search,
             depth=depth,
@@ -423,7 +431,8 @@ class Searcher:
         degraded: list[str],
         began: float,
     ) -> None:
-        """Fill `part`: its fused chunks above the threshold, its routing, its figures."""
+        """Fill `part`: its fused chunks (those a threshold keeps, when one is asked), its
+        routing, its figures."""
 
         async def keyword() -> list[Candidate]:
             found = await _timed(
@@ -483,8 +492,11 @@ class Searcher:
         for fused in head:
             part.scored[fused.chunk_id] = part.scale.relevance(part.evidence[fused.chunk_id])
         scores = [part.scored[f.chunk_id] for f in head]
-        for fused, kept in zip(head, relevance.keep(scores, plan.threshold), strict=True):
-            (part.kept if kept else part.dropped).append(fused)
+        kept = [True] * len(head)
+        if plan.threshold is not None:
+            kept = relevance.keep(scores, plan.threshold)
+        for fused, keeps in zip(head, kept, strict=True):
+            (part.kept if keeps else part.dropped).append(fused)
         del part.kept[plan.top_k :]
         part.routing = await _timed(
             part.timings, "route", model.router.route(part.text, part.vector, keywords)
@@ -568,7 +580,8 @@ class Searcher:
                     content=row["content"],
                     metadata=row["metadata"],
                     score=fused.score,
-                    relevance=round(parts[index].scored[fused.chunk_id], 4),
+                    relevance=(score := round(parts[index].scored[fused.chunk_id], 4)),
+                    band=relevance.band(score),  # of the relevance shown
                     retrievers={n: RetrieverHit(r, s) for n, (r, s) in fused.ranks.items()},
                     highlight=highlights.marked(row["highlight"]),
                 )
@@ -628,18 +641,22 @@ class Searcher:
 
         def weighed(fused: Fused) -> dict[str, Any]:
             found = part.evidence[fused.chunk_id]
+            score = round(part.scored[fused.chunk_id], 4)
             return {
                 "id": f"chunk:{fused.chunk_id}",
-                "relevance": round(part.scored[fused.chunk_id], 4),
+                "relevance": score,
+                "band": relevance.band(score),
                 "cosine": None if found.cosine is None else round(found.cosine, 4),
                 "dense": round(scale.dense(found.cosine), 4),
                 "coverage": round(found.coverage, 4),
+                "lexical": round(relevance.lexical(found.coverage), 4),
             }
 
+        threshold = plan.threshold or 0.0  # no threshold drops nothing
         if part.kept:
-            reason = f"relevance below {plan.threshold * relevance.SUPPORT:g}, half the threshold"
+            reason = f"relevance below {threshold * relevance.SUPPORT:g}, half the threshold"
         else:
-            reason = f"no chunk reaches the threshold {plan.threshold:g}: off-topic here"
+            reason = f"no chunk reaches the threshold {threshold:g}: off-topic here"
         return {
             "query": part.text,
             "candidates": {name: len(found) for name, found in part.lists.items()},
@@ -684,6 +701,7 @@ def _structured_result(source: structured.Source) -> SearchResult:
         metadata=source.metadata,
         score=source.relevance,
         relevance=round(source.relevance, 4),
+        band=relevance.band(round(source.relevance, 4)),
         retrievers={n: RetrieverHit(r, s) for n, (r, s) in source.ranks.items()},
     )
 

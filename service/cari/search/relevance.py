@@ -1,41 +1,56 @@
 """The relevance scale: 0 to 1, from absolute evidence, so that one threshold fits every query.
 
 Fused scores rank a query's candidates against each other: every query gets a "best" chunk even
-when nothing in the collection is about it. The threshold therefore reads evidence that does not
-depend on the other candidates (`sql/search_evidence.sql`):
+when nothing in the collection is about it. Relevance therefore reads evidence that does not
+depend on the other candidates (`sql/search_evidence.sql`), each piece through a smooth curve,
+never a rule that zeroes it:
 
-- dense: the cosine similarity of chunk and query, rescaled from the embedder's range:
-  `(cosine - floor) / (ceiling - floor)`, clipped to 0..1. Embedders differ in where unrelated
-  and related texts fall (multilingual-e5 puts unrelated text near 0.75), so floor and ceiling
-  are settings, calibrated by `bench.threshold`;
-- lexical: the query's term coverage, the idf-weighted share of its words the chunk holds,
-  counted from `COVERAGE_FLOOR` up: `(coverage - 0.6) / 0.4`. Sharing a few subject words is
-  common between unrelated texts (measured: it let off-topic questions through), holding nearly
-  all of the query's rare words is not; an exact identifier the embedder has never seen (a SKU)
-  is relevant wherever it occurs.
+- dense: the cosine similarity of chunk and query on the embedder's scale, a logistic curve
+  through relevance 0.25 at `floor + width / 4` and 0.5 at `floor + width / 2` (so 0.1 at the
+  floor, 0.9 at the ceiling). Embedders differ in where unrelated and related texts fall
+  (multilingual-e5 puts unrelated text near 0.75), so floor and ceiling are settings,
+  calibrated by `bench.threshold` and fitted to each collection (`cari.search.fit`, which
+  places relevance 0.25 at `floor + width / 4`, where this curve puts it);
+- lexical: the query's term coverage, the idf-weighted share of its words the chunk holds (the
+  keyword evidence), a logistic curve through 0.25 at coverage 0.7 and 0.5 at 0.8. Sharing a
+  few subject words is common between unrelated texts (measured: it let off-topic questions
+  through), holding nearly all of the query's rare words is not; an exact identifier the
+  embedder has never seen (a SKU) is relevant wherever it occurs. A chunk holding most of the
+  question's words is never relevance 0 (coverage 0.59: 0.09; it was cut to 0 below 0.6).
 
-A chunk's relevance is the larger of the two. The bands read as: 0.5 and above, a strong match;
-0.25 to 0.5, related; below 0.25 (the default threshold), most likely not about the question.
+A chunk's relevance is the larger of the two (`COMBINE`; `bench.threshold` measured it
+against their probabilistic sum). Its band (`band`): 0.5 and above, strong; 0.3 and above,
+moderate; below, weak (an answer's threshold, 0.25 by default, most likely drops it).
 
-The threshold applies to a question as a whole, then to its chunks (`keep`): when no chunk
-reaches it, the collection does not hold the answer and nothing is returned; when one does, the
-chunks reaching half of it come back with it. A single cut at the threshold dropped on-topic
-chunks that the strong one vouches for (Recall@10 fell 3.4x more for the same off-topic
-rejection; docs/benchmarks.md, "Relevance threshold").
+Search ranks: it returns the top k whatever their relevance, unless the request (or the
+collection's `search_threshold`) asks for a threshold. Answers refuse: they ask for the
+collection's `threshold`. A threshold applies to a question as a whole, then to its chunks
+(`keep`): when no chunk reaches it, the collection does not hold the answer and nothing is
+returned; when one does, the chunks reaching half of it come back with it. A single cut at the
+threshold dropped on-topic chunks that the strong one vouches for (Recall@10 fell 3.4x more for
+the same off-topic rejection; docs/benchmarks.md, "Relevance threshold").
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import psycopg
 
+from cari.limits import Band
 from cari.queries import query
 
-COVERAGE_FLOOR = 0.6  # term coverage at which words alone start to count
+Combine = Literal["max", "either"]
+
+STRONG = 0.5  # relevance from which a result is a strong match
+MODERATE = 0.3  # ... a moderate one; below, weak
+COVERAGE_QUARTER = 0.7  # term coverage at relevance 0.25 (the default threshold)
+COVERAGE_HALF = 0.8  # term coverage at relevance 0.5
+COMBINE: Combine = "max"  # how dense and lexical evidence make one relevance
 SUPPORT = 0.5  # chunks beside one that reaches the threshold need this share of it
 
 
@@ -47,22 +62,50 @@ class Evidence:
 
 @dataclass(frozen=True, slots=True)
 class Scale:
-    cosine_floor: float
-    cosine_ceiling: float
+    cosine_floor: float  # relevance 0.1
+    cosine_ceiling: float  # relevance 0.9
 
     def dense(self, cosine: float | None) -> float:
         if cosine is None:
             return 0.0
-        return _clip((cosine - self.cosine_floor) / (self.cosine_ceiling - self.cosine_floor))
+        width = self.cosine_ceiling - self.cosine_floor
+        return curve(cosine, self.cosine_floor + width / 4, self.cosine_floor + width / 2)
 
-    def relevance(self, evidence: Evidence) -> float:
-        lexical = (evidence.coverage - COVERAGE_FLOOR) / (1 - COVERAGE_FLOOR)
-        return max(self.dense(evidence.cosine), _clip(lexical))
+    def relevance(self, evidence: Evidence, combine: Combine = COMBINE) -> float:
+        dense = self.dense(evidence.cosine)
+        words = lexical(evidence.coverage)
+        if combine == "either":  # the probability that either says relevant
+            return 1 - (1 - dense) * (1 - words)
+        return max(dense, words)
+
+
+def lexical(coverage: float) -> float:
+    """Relevance from term coverage alone."""
+    return curve(coverage, COVERAGE_QUARTER, COVERAGE_HALF)
+
+
+def curve(value: float, quarter: float, half: float) -> float:
+    """The logistic curve through 0.25 at `quarter` and 0.5 at `half` (0.75 as far above):
+    smooth, above 0 and below 1 everywhere."""
+    exponent = math.log(3) * (value - half) / (half - quarter)
+    if exponent < -700:  # exp would overflow: as good as 0, but not 0
+        return math.ulp(0.0)
+    return 1 / (1 + math.exp(-exponent))
+
+
+def band(relevance: float) -> Band:
+    """strong (0.5 and above), moderate (0.3 and above) or weak: the console's green, yellow
+    and red."""
+    if relevance >= STRONG:
+        return "strong"
+    if relevance >= MODERATE:
+        return "moderate"
+    return "weak"
 
 
 def keep(relevances: Sequence[float], threshold: float) -> list[bool]:
-    """Which of a question's chunks to return: none unless one reaches `threshold`, else those
-    reaching `SUPPORT` of it."""
+    """Which of a question's chunks a threshold keeps: none unless one reaches `threshold`,
+    else those reaching `SUPPORT` of it."""
     if not relevances or max(relevances) < threshold:
         return [False] * len(relevances)
     return [score >= threshold * SUPPORT for score in relevances]
@@ -86,7 +129,3 @@ async def evidence(
         int(chunk_id): Evidence(None if cosine is None else float(cosine), float(coverage))
         for chunk_id, cosine, coverage in await cur.fetchall()
     }
-
-
-def _clip(value: float) -> float:
-    return min(1.0, max(0.0, value))

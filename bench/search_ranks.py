@@ -1,0 +1,260 @@
+"""Search ranks, answers refuse (issue 39): the defaults replayed from the threshold evidence.
+
+    python -m bench.search_ranks [--small] [--out FILE]
+
+Reads the evidence `bench.threshold` keeps (with `--small`, `bench.threshold_small`'s): each
+judged question's weighed chunks (document, cosine, term coverage, in fused order) searched
+against its own collection and against the other subjects' collections. Replays it on each
+collection's fitted scale, as the server weighs it (`cari.search.fit`, the shipped placement):
+
+- **search at the defaults**: the top 10 ranked, no cut; empty only when nothing was
+  retrieved. Against the previous default, the cut at the collection's threshold (0.25):
+  questions with no result, and nDCG@10;
+- **answers at the collection's threshold** (0.25, top k 5: the engine weighs the first
+  max(2·5, 10) fused chunks): the share of on-topic questions answered with the no-information
+  sentence, and of off-topic ones (the refusal rate), each with a 95 % bootstrap interval over
+  its questions (off-topic: question and collection pairs); and nDCG@10 of what passes against
+  the same list uncut;
+- each relevance on the same evidence: `before` (the previous formula, linear, word coverage
+  gated at 0.6: the same-run baseline), `max` (the shipped curves, the larger of the two) and
+  `either` (the curves' probabilistic sum: 1 - (1 - dense)(1 - lexical)).
+
+Tuning sets (TyDi dev, Cranfield, CISI) and reporting sets (TyDi test, CACM, MED, ADI) are
+reported apart; nothing is chosen on the reporting sets. `--grid` replays, on the tuning sets
+only, other places for the word-coverage curve (relevance 0.25 at coverage 0.5 to 0.7) with
+either combination, for the answers' no-information rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.quality import DATASETS, document_ranking, evaluate, load_qrels
+from bench.threshold import EVIDENCE, TUNING, fitted
+from bench.threshold_small import EVIDENCE as SMALL_EVIDENCE
+from cari.search import fit
+from cari.search.relevance import Evidence, Scale, curve, keep
+from cari.settings import load_settings
+
+THRESHOLD = 0.25  # the collection's default: what answers apply
+ANSWER_WEIGHED = 10  # chunks the engine weighs for an answer's top k 5
+TOP = 10  # a search's results, as nDCG@10 reads them
+RESAMPLES = 2000
+SEED = 39
+
+Hits = Sequence[tuple[str, float | None, float]]
+Relevance = Callable[[Scale, float | None, float], float]
+
+
+def before(scale: Scale, cosine: float | None, coverage: float) -> float:
+    """The relevance until issue 39: linear and clipped, coverage counted from 0.6 up."""
+    dense = 0.0
+    if cosine is not None:
+        width = scale.cosine_ceiling - scale.cosine_floor
+        dense = min(1.0, max(0.0, (cosine - scale.cosine_floor) / width))
+    return max(dense, min(1.0, max(0.0, (coverage - 0.6) / 0.4)))
+
+
+VARIANTS: dict[str, Relevance] = {
+    "before": before,
+    "max": lambda s, c, v: s.relevance(Evidence(c, v), "max"),
+    "either": lambda s, c, v: s.relevance(Evidence(c, v), "either"),
+}
+
+
+def variant(quarter: float, combine: str) -> Relevance:
+    """The shipped dense curve with the coverage curve through 0.25 at `quarter` (0.5 at
+    `quarter` + 0.1), combined by the larger or by the probabilistic sum."""
+
+    def relevance(scale: Scale, cosine: float | None, coverage: float) -> float:
+        dense = scale.dense(cosine)
+        lexical = curve(coverage, quarter, quarter + 0.1)
+        return max(dense, lexical) if combine == "max" else 1 - (1 - dense) * (1 - lexical)
+
+    return relevance
+
+
+def grid(data: dict[str, Any], labels: Sequence[str], scales: dict[str, Scale]) -> str:
+    """Answers' no-information rates on `labels` for each coverage curve and combination."""
+    lines = ["answers on the tuning sets by coverage curve (relevance 0.25 at) and combination:"]
+    lines.append(
+        f"  {'curve':<12} {'on-topic no information':>26} {'off-topic no information':>26}"
+    )
+    for quarter in (0.5, 0.55, 0.6, 0.65, 0.7):
+        for combine in ("max", "either"):
+            relevance = variant(quarter, combine)
+            on: list[bool] = []
+            off: list[bool] = []
+            for label in labels:
+                own = label.split("/")[0]
+                for target, per_query in data["runs"][label].items():
+                    refused = [
+                        not passing(h, scales[target], relevance, ANSWER_WEIGHED)
+                        for h in per_query.values()
+                    ]
+                    (on if target == own else off).extend(refused)
+            lines.append(
+                f"  {quarter:<5} {combine:<6} {percent(interval(on)):>26} "
+                f"{percent(interval(off)):>26}"
+            )
+    return "\n".join(lines)
+
+
+def passing(hits: Hits, scale: Scale, relevance: Relevance, depth: int) -> list[str]:
+    """The documents a threshold of 0.25 keeps of the first `depth` weighed chunks."""
+    head = list(hits)[:depth]
+    scores = [relevance(scale, cosine, coverage) for _, cosine, coverage in head]
+    return [hit[0] for hit, ok in zip(head, keep(scores, THRESHOLD), strict=True) if ok]
+
+
+def interval(flags: Sequence[bool]) -> tuple[float, float, float]:
+    """The share of true flags and its 95 % bootstrap interval."""
+    if not flags:
+        return (float("nan"),) * 3
+    values = np.asarray(flags, dtype=float)
+    rng = np.random.default_rng(SEED)
+    means = values[rng.integers(0, len(values), (RESAMPLES, len(values)))].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    return float(values.mean()), float(low), float(high)
+
+
+def ndcg(label: str, rankings: dict[str, list[str]]) -> float:
+    folder, split = label.split("/")
+    qrels = load_qrels(DATASETS / folder, split)
+    judged = {q: qrels[q] for q in rankings}
+    scored = evaluate(judged, {q: docs[:TOP] for q, docs in rankings.items()}, TOP)
+    return float(np.mean([scored[q]["nDCG@10"] for q in rankings]))
+
+
+def measure(
+    data: dict[str, Any], labels: Sequence[str], scales: dict[str, Scale]
+) -> dict[str, Any]:
+    """The figures of these query sets (their questions pooled)."""
+    on: dict[str, list[bool]] = {name: [] for name in VARIANTS}
+    off: dict[str, list[bool]] = {name: [] for name in VARIANTS}
+    search_empty_now: list[bool] = []
+    search_empty_before: list[bool] = []
+    ndcg_now: list[float] = []
+    ndcg_cut: list[float] = []
+    answer_ndcg: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    for label in labels:
+        own = label.split("/")[0]
+        for target, per_query in data["runs"][label].items():
+            scale = scales[target]
+            for name, relevance in VARIANTS.items():
+                refused = [
+                    not passing(h, scale, relevance, ANSWER_WEIGHED) for h in per_query.values()
+                ]
+                (on if target == own else off)[name] += refused
+            if target != own:
+                continue
+            ranked = {q: document_ranking([h[0] for h in hits]) for q, hits in per_query.items()}
+            cut = {
+                q: document_ranking(passing(hits, scale, before, 2 * TOP))
+                for q, hits in per_query.items()
+            }
+            search_empty_now += [not docs for docs in ranked.values()]
+            search_empty_before += [not docs for docs in cut.values()]
+            weight = len(per_query)
+            ndcg_now += [ndcg(label, ranked)] * weight
+            ndcg_cut += [ndcg(label, cut)] * weight
+            answer_base = {
+                q: document_ranking([h[0] for h in hits][:ANSWER_WEIGHED])
+                for q, hits in per_query.items()
+            }
+            base = ndcg(label, answer_base)
+            for name, relevance in VARIANTS.items():
+                kept = {
+                    q: document_ranking(passing(hits, scale, relevance, ANSWER_WEIGHED))
+                    for q, hits in per_query.items()
+                }
+                answer_ndcg[name] += [ndcg(label, kept) - base] * weight
+    return {
+        "questions": len(search_empty_now),
+        "search_empty": {
+            "before": interval(search_empty_before),
+            "now": interval(search_empty_now),
+        },
+        "search_ndcg10": {
+            "before": float(np.mean(ndcg_cut)) if ndcg_cut else None,
+            "now": float(np.mean(ndcg_now)) if ndcg_now else None,
+        },
+        "answers_on_topic_no_information": {n: interval(v) for n, v in on.items()},
+        "answers_off_topic_no_information": {n: interval(v) for n, v in off.items()},
+        "answers_ndcg10_change": {
+            n: float(np.mean(v)) if v else None for n, v in answer_ndcg.items()
+        },
+    }
+
+
+def percent(figure: tuple[float, float, float]) -> str:
+    share, low, high = figure
+    if share != share:  # nan: no such questions
+        return "—"
+    return f"{share:.1%} [{low:.1%}, {high:.1%}]"
+
+
+def report(data: dict[str, Any], groups: dict[str, list[str]]) -> tuple[str, dict[str, Any]]:
+    base = Scale(*load_settings().cosine_scale(None))
+    scales = fitted(data, base, fit.PLACEMENT)
+    figures = {name: measure(data, labels, scales) for name, labels in groups.items()}
+    lines = [
+        f"fitted scales ({fit.PLACEMENT}), threshold {THRESHOLD} for answers; searches at the "
+        "defaults cut nothing",
+        "",
+        "search at the defaults: questions with no result, before (cut at 0.25) -> now; "
+        "nDCG@10 before -> now",
+    ]
+    for name, found in figures.items():
+        empty, ndcgs = found["search_empty"], found["search_ndcg10"]
+        lines.append(
+            f"  {name:<22} {found['questions']:>5} q  {percent(empty['before']):>24} -> "
+            f"{percent(empty['now']):>22}   {ndcgs['before']:.4f} -> {ndcgs['now']:.4f}"
+        )
+    for side in ("on", "off"):
+        lines += ["", f"answers: {side}-topic questions answered 'no information'"]
+        lines.append(f"  {'':<22} " + "".join(f"{n:>26}" for n in VARIANTS))
+        for name, found in figures.items():
+            row = found[f"answers_{side}_topic_no_information"]
+            lines.append(f"  {name:<22} " + "".join(f"{percent(row[n]):>26}" for n in VARIANTS))
+    lines += ["", "answers: nDCG@10 of the sources passing 0.25 against the same list uncut"]
+    lines.append(f"  {'':<22} " + "".join(f"{n:>10}" for n in VARIANTS))
+    for name, found in figures.items():
+        row = found["answers_ndcg10_change"]
+        lines.append(f"  {name:<22} " + "".join(f"{row[n]:>+10.4f}" for n in VARIANTS))
+    return "\n".join(lines), figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--small", action="store_true", help=f"bench.threshold_small's evidence ({SMALL_EVIDENCE})"
+    )
+    parser.add_argument("--grid", action="store_true", help="the coverage curves on tuning sets")
+    parser.add_argument("--out", type=Path, help="write the figures to this JSON file")
+    args = parser.parse_args()
+    data = json.loads((SMALL_EVIDENCE if args.small else EVIDENCE).read_text())
+    labels = list(data["runs"])
+    tuning = [label for label in TUNING if label in labels]
+    groups = {label: [label] for label in labels}
+    groups["tuning sets"] = tuning
+    groups["reporting sets"] = [label for label in labels if label not in tuning]
+    if args.small:
+        groups["all sets"] = labels
+    text, figures = report(data, groups)
+    print(text)
+    if args.grid:
+        scales = fitted(data, Scale(*load_settings().cosine_scale(None)), fit.PLACEMENT)
+        print("\n" + grid(data, tuning, scales))
+    if args.out is not None:
+        args.out.write_text(json.dumps(figures, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
