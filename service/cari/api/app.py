@@ -15,7 +15,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 
 import cari
 from cari import logs, migrations, runtime
-from cari.api import console, docs, problems, tracing
+from cari.api import allow, console, docs, problems, tracing
 from cari.api.answer import answer, tool
 from cari.api.auth import require_api_key
 from cari.api.catalog import CatalogController, FinancingRatesController
@@ -98,7 +98,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             *tracing.middleware(),
             ConsistencyTokenMiddleware(),
         ],
-        before_send=[echo_request_id],
+        before_send=[echo_request_id, allow.every_method],
         # Logging is the process's (`cari.logs`, set up by the `cari` command): not reconfigured
         # by building an app.
         logging_config=None,
