@@ -168,7 +168,10 @@ def _restart_alone(library: Any, server: Any, data_dir: Path) -> bool:
     takes effect at start); left for its next start if another process joined meanwhile
     (False)."""
     if users(data_dir):
-        _log.warning("the embedded PostgreSQL's memory settings apply at its next start")
+        _log.warning(
+            "the embedded PostgreSQL's memory settings and pg_stat_statements apply at its "
+            "next start"
+        )
         return False
     pgdata = pgdata_path(data_dir)
     user = pgdata.owner() if os.geteuid() == 0 else None
