@@ -1,11 +1,13 @@
 """The HTTP API against a real database: collections CRUD, errors, access, readiness."""
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 import psycopg
 import pytest
+from litestar.routes import HTTPRoute
 from litestar.testing import TestClient
 
 from cari.answer.service import AnswerRequest
@@ -343,3 +345,17 @@ async def _show_settings(pool: Any) -> tuple[str, str]:
         )
         row = await cur.fetchone()
     return row[0], row[1]
+
+
+def test_options_lists_every_method_of_the_route(client: TestClient[Any]) -> None:
+    """Litestar 2 answers OPTIONS with the methods of the route's first handler only
+    (litestar-org/litestar#4169): `/v1/collections` said `OPTIONS, POST`, GET missing."""
+    routes = [route for route in client.app.routes if isinstance(route, HTTPRoute)]
+    wrong = {}
+    for route in routes:
+        path = re.sub(r"\{(\w+):[^}]+\}", "x", route.path)
+        answer = client.options(path)
+        allowed = {method.strip() for method in answer.headers.get("allow", "").split(",")}
+        if answer.status_code != 204 or allowed != set(route.methods):
+            wrong[route.path] = (answer.status_code, answer.headers.get("allow"))
+    assert len(routes) > 10 and wrong == {}

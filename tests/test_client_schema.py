@@ -48,7 +48,8 @@ def shape(schema: dict[str, Any], components: dict[str, Any]) -> object:
     """What the client and the server must agree on: an object's field names and which are
     required; an array's items; a choice of shapes."""
     schema = _resolve(schema, components)
-    if "anyOf" in schema or "oneOf" in schema:
+    # An object's own `anyOf` narrows its fields (text or content): still that object.
+    if ("anyOf" in schema or "oneOf" in schema) and "properties" not in schema:
         return {"any of": [shape(s, components) for s in schema.get("anyOf", schema.get("oneOf"))]}
     if schema.get("type") == "array":
         return {"items": shape(schema["items"], components)}

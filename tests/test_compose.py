@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from packaging.requirements import Requirement
 
 from cari.settings import Settings
 
@@ -188,10 +189,14 @@ def _copied(instructions: list[tuple[str, str]]) -> list[tuple[int, str]]:
 
 def test_dependencies_are_installed_before_the_source_is_copied() -> None:
     instructions = _instructions()
-    dependencies = _index(instructions, "RUN", r"pip install .*-r requirements\.txt")
+    dependencies = _index(
+        instructions, "RUN", r"pip install .*--require-hashes -r requirements\.lock"
+    )
     package = _index(instructions, "RUN", r"pip install .*--no-deps \.")
-    # The dependency layer depends on pyproject.toml alone, so a source change keeps it cached.
-    assert [source for i, source in _copied(instructions) if i < dependencies] == ["pyproject.toml"]
+    # The dependency layer depends on the lock alone, so a source change keeps it cached.
+    assert [source for i, source in _copied(instructions) if i < dependencies] == [
+        "requirements.lock"
+    ]
     # The package goes in as a wheel (never editable), after everything it is built from.
     assert not re.search(r"\s(-e|--editable)\b", instructions[package][1])
     copied_before = {source for i, source in _copied(instructions) if i < package}
@@ -258,3 +263,51 @@ def test_build_context_leaves_out_keys_environments_and_caches() -> None:
     ]
     assert [path for path in kept if _ignored(path, patterns)] == []
     assert all((ROOT / source).exists() for source in copied), copied
+
+
+# -- the lock, the base image, the health check ------------------------------------------------
+
+
+def _locked() -> dict[str, tuple[str, list[str]]]:
+    """requirements.lock's packages: name -> (version, hashes)."""
+    text = (ROOT / "requirements.lock").read_text().replace("\\\n", " ")
+    locked = {}
+    for line in text.splitlines():
+        found = re.match(r"([A-Za-z0-9_.-]+)==(\S+)\s*(?:;[^-]*)?(.*)", line)
+        if found:
+            name = re.sub(r"[-_.]+", "-", found.group(1)).lower()
+            locked[name] = (found.group(2), re.findall(r"--hash=sha256:([0-9a-f]{64})", line))
+    return locked
+
+
+def test_the_image_installs_every_dependency_pinned_with_hashes() -> None:
+    """requirements.lock pins each of pyproject.toml's dependencies (and the `otel` extra's)
+    at a version its range allows, and every package it installs has its files' hashes."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["otel"]]
+    locked = _locked()
+    assert locked and all(hashes for _, hashes in locked.values()), locked
+    for requirement in map(Requirement, wanted):
+        if requirement.marker is not None and not requirement.marker.evaluate(
+            {"python_version": "3.12", "sys_platform": "linux", "platform_machine": "x86_64"}
+        ):
+            continue
+        name = re.sub(r"[-_.]+", "-", requirement.name).lower()
+        assert name in locked, f"{name} is not in requirements.lock: regenerate it"
+        assert requirement.specifier.contains(locked[name][0], prereleases=True), (
+            f"requirements.lock has {name}=={locked[name][0]}, outside {requirement}: regenerate it"
+        )
+
+
+def test_the_base_image_is_pinned_by_digest() -> None:
+    [base] = [arguments for name, arguments in _instructions() if name == "FROM"]
+    assert re.fullmatch(r"python:3\.12-slim@sha256:[0-9a-f]{64}", base), base
+
+
+def test_the_image_is_healthy_when_ready() -> None:
+    """HEALTHCHECK asks /readyz on the port Cari serves (urllib: a slim image has no curl;
+    a 503 raises, so the check fails until the database is up and migrated)."""
+    [check] = [arguments for name, arguments in _instructions() if name == "HEALTHCHECK"]
+    assert "CMD python -c" in check and "urllib.request.urlopen" in check
+    assert "/readyz" in check and 'os.environ.get("CARI_PORT", "8000")' in check
+    assert Settings.model_fields["port"].default == 8000

@@ -31,7 +31,10 @@ DATABASE_NAME = "cari"
 CONFIG_FILE = "cari.conf"
 _INCLUDE = f"include_if_exists = '{CONFIG_FILE}'\n"
 # Of what Cari writes there, what a running server takes only when it starts again.
-RESTART_SETTINGS = ("shared_buffers",)
+RESTART_SETTINGS = ("shared_buffers", "shared_preload_libraries")
+# Libraries the server loads at its start: pg_stat_statements (in the wheel's contrib) records
+# every statement's calls, time and buffers for a DBA; Cari creates its views in its database.
+PRELOADED = {"shared_preload_libraries": "pg_stat_statements"}
 _MB = 1024 * 1024
 _CGROUP_LIMIT = Path("/sys/fs/cgroup/memory.max")
 
@@ -77,7 +80,7 @@ def start(
     library = _library()
     pgdata = pgdata_path(data_dir)
     _forget_dead_users(library, pgdata)
-    config = memory_config(shared_buffers_mb, machine_memory_mb())
+    config = memory_config(shared_buffers_mb, machine_memory_mb()) | PRELOADED
     if not keyword_extension:  # not built here; a server that has it keeps it for others
         kept = _read_config(pgdata / CONFIG_FILE).items()
         config |= {name: value for name, value in kept if name in extension.SERVER_SETTINGS}
@@ -107,7 +110,9 @@ def start(
     elif changed and running:
         _reload(server.get_uri(), changed)
     _ensure_database(server.get_uri())
-    return str(server.get_uri(database=DATABASE_NAME))
+    dsn = str(server.get_uri(database=DATABASE_NAME))
+    _ensure_stat_statements(dsn)
+    return dsn
 
 
 def machine_memory_mb() -> int:
@@ -163,7 +168,10 @@ def _restart_alone(library: Any, server: Any, data_dir: Path) -> bool:
     takes effect at start); left for its next start if another process joined meanwhile
     (False)."""
     if users(data_dir):
-        _log.warning("the embedded PostgreSQL's memory settings apply at its next start")
+        _log.warning(
+            "the embedded PostgreSQL's memory settings and pg_stat_statements apply at its "
+            "next start"
+        )
         return False
     pgdata = pgdata_path(data_dir)
     user = pgdata.owner() if os.geteuid() == 0 else None
@@ -180,11 +188,12 @@ def _reload(admin_dsn: str, changed: set[str]) -> None:
     extension's folder at once, a new shared_buffers when it next starts."""
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         conn.execute(query("config_reload"))
-    if changed & set(RESTART_SETTINGS):
+    if restart := sorted(changed & set(RESTART_SETTINGS)):
         _log.warning(
-            "the embedded PostgreSQL is running: a changed CARI_EMBEDDED_SHARED_BUFFERS_MB "
-            "applies when it restarts (after the last Cari process using it exits, or "
-            "`cari db stop`)"
+            "the embedded PostgreSQL is running: a changed %s (CARI_EMBEDDED_SHARED_BUFFERS_MB, "
+            "pg_stat_statements) applies when it restarts (after the last Cari process using "
+            "it exits, or `cari db stop`)",
+            " and ".join(restart),
         )
 
 
@@ -296,3 +305,15 @@ def _ensure_database(admin_dsn: str) -> None:
         # Another Cari process may create it at the same moment.
         with contextlib.suppress(pg_errors.DuplicateDatabase):
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE_NAME)))
+
+
+def _ensure_stat_statements(dsn: str) -> None:
+    """pg_stat_statements in Cari's database, once the server has loaded it (a server started
+    before Cari preloaded it gets it at its next start: `cari db stop`)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(query("stat_statements_loaded")).fetchone()
+        if row is None or not row[0]:
+            return
+        # Another Cari process may create it at the same moment.
+        with contextlib.suppress(pg_errors.UniqueViolation, pg_errors.DuplicateObject):
+            conn.execute(query("stat_statements_create"))

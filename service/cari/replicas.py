@@ -48,15 +48,18 @@ PRIMARY = "primary"
 CHECK_INTERVAL_S = 0.5
 CHECK_TIMEOUT_S = 2.0  # a replica that takes longer to answer a check is out
 POLL_S = 0.005  # between looks at the replicas' positions while a token read waits
-_TOKEN = re.compile(r"[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}")
+# A consistency token: a WAL position as PostgreSQL writes it (the OpenAPI document states it).
+TOKEN_PATTERN = r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$"
+_TOKEN = re.compile(TOKEN_PATTERN)
 
 
 def parse_token(text: str) -> int:
     """A consistency token (PostgreSQL's text form of a WAL position, `16/B374D848`) as a
     byte position."""
-    if not _TOKEN.fullmatch(text):
+    # `match`, as JSON Schema tools read the pattern: `$` also before a final newline.
+    if not _TOKEN.match(text):
         raise InvalidInput(HEADER, "is not a consistency token from a write's response")
-    high, low = text.split("/")
+    high, low = text.rstrip("\n").split("/")
     return int(high, 16) << 32 | int(low, 16)
 
 

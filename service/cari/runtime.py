@@ -39,6 +39,7 @@ from cari.search.collection_rows import CollectionRows
 from cari.search.engine import Searcher
 from cari.search.rerank import Reranker
 from cari.settings import Settings
+from cari.statements import RecordingCursor
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +181,8 @@ def make_pool(dsn: str, settings: Settings, *, name: str = "cari") -> AsyncConne
         # enough rows pass the WHERE clause (other collections, metadata filters).
         kwargs={
             "autocommit": True,
+            # What a search ran, for `cari search --sql` (cari.statements).
+            "cursor_factory": RecordingCursor,
             "options": f"-c statement_timeout={settings.statement_timeout_ms}"
             f" -c hnsw.ef_search={settings.hnsw_ef_search}"
             " -c hnsw.iterative_scan=strict_order",

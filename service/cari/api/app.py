@@ -15,7 +15,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 
 import cari
 from cari import logs, migrations, runtime
-from cari.api import console, docs, problems, tracing
+from cari.api import allow, console, docs, problems, tracing
 from cari.api.answer import answer, tool
 from cari.api.auth import require_api_key
 from cari.api.catalog import CatalogController, FinancingRatesController
@@ -25,14 +25,14 @@ from cari.api.documents import DocumentsController
 from cari.api.health import healthz, readyz
 from cari.api.mcp import mcp
 from cari.api.metrics import PROMETHEUS, MetricsController
-from cari.api.openapi import DocumentedAsPlugin, ZeroBoundsPlugin
+from cari.api.openapi import DocumentedAsPlugin, ZeroBoundsPlugin, state_rules
 from cari.api.request_ids import RequestIdMiddleware, echo_request_id
 from cari.api.search import search
 from cari.ingest.pipeline import backfill_embeddings
 from cari.mcp.server import http_sessions
 from cari.replicas import HEADER
 from cari.search import fit
-from cari.settings import Settings
+from cari.settings import LOCAL_EMBEDDER, Settings
 from cari.supervisor import supervise
 
 
@@ -82,7 +82,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
         security=[{"bearer": []}] if settings.api_keys else None,
     )
     logs.add_request_ids()
-    return Litestar(
+    app = Litestar(
         route_handlers=[
             healthz,
             readyz,
@@ -98,7 +98,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             *tracing.middleware(),
             ConsistencyTokenMiddleware(),
         ],
-        before_send=[echo_request_id],
+        before_send=[echo_request_id, allow.every_method],
         # Logging is the process's (`cari.logs`, set up by the `cari` command): not reconfigured
         # by building an app.
         logging_config=None,
@@ -124,3 +124,6 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             ),
         ),
     )
+    # The rules the types do not say, stated before the document is first served.
+    state_rules(app.openapi_schema, [LOCAL_EMBEDDER, *settings.embedders])
+    return app

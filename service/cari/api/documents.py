@@ -4,8 +4,8 @@ clear."""
 from __future__ import annotations
 
 import base64
-import binascii
 import json
+import re
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -21,7 +21,7 @@ from litestar.openapi.spec import Example
 from litestar.params import Body, Parameter
 
 from cari import limits
-from cari.api.openapi import CollectionName, DocumentedAs, V1Operation
+from cari.api.openapi import CURSOR, CollectionName, DocumentedAs, V1Operation
 from cari.api.path_ids import path_id, whole_collection
 from cari.api.problems import responses
 from cari.errors import CariError, InvalidInput
@@ -107,15 +107,16 @@ def _cursor(last_id: str) -> str:
 
 
 def _after(cursor: str | None) -> str | None:
+    """The id a cursor stands for. Any cursor of the documented form is a position in id order
+    (bytes that are no UTF-8 read as U+FFFD), so the document's pattern is the whole rule."""
     if cursor is None:
         return None
-    try:
-        after = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        after = ""
-    if not 1 <= len(after) <= 512 or "\x00" in after:
+    # `match`, as JSON Schema tools read the pattern: `$` also before a final newline.
+    if len(cursor) < 2 or not re.match(CURSOR, cursor):
         raise InvalidInput("cursor", "is not a cursor from a previous page")
-    return after
+    cursor = cursor.rstrip("\n")
+    after = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    return after.decode("utf-8", "replace").replace("\x00", "\ufffd")
 
 
 def _metadata_filter(metadata: str | None) -> Any:
@@ -265,6 +266,9 @@ class DocumentsController(Controller):
         settings: Settings = state.settings
         batch = "documents" in data and isinstance(data["documents"], list)
         raw_documents: list[object] = data["documents"] if batch else [data]
+        if batch and len(data) > 1:
+            unknown = sorted(set(data) - {"documents"})[0]
+            raise InvalidInput(unknown, "is not a known field of a batch")
         if not raw_documents:
             raise InvalidInput("documents", "is empty")
         if len(raw_documents) > settings.max_batch_documents:

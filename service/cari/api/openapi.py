@@ -8,11 +8,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from litestar.openapi.spec import (
     Example,
+    Link,
+    OpenAPI,
     OpenAPIMediaType,
     OpenAPIResponse,
     Operation,
+    Reference,
+    RequestBody,
     Schema,
 )
+from litestar.openapi.spec import Parameter as Parameter_
 from litestar.openapi.spec.enums import OpenAPIType
 from litestar.params import Parameter
 from litestar.plugins import OpenAPISchemaPlugin
@@ -20,6 +25,7 @@ from litestar.typing import FieldDefinition
 
 from cari.answer.service import EVENTS
 from cari.api import problems
+from cari.replicas import HEADER, TOKEN_PATTERN
 
 if TYPE_CHECKING:
     from litestar._openapi.schema_generation import SchemaCreator
@@ -137,3 +143,185 @@ class AnswerOperation(V1Operation):
                 "event: done\ndata: {}\n\n"
             ),
         )
+
+
+# Patterns of values the server refuses that their types do not say (JSON Schema patterns are
+# searches: anchored where the whole value must match).
+NOT_BLANK = r"\S"  # some character other than whitespace (the server strips, then checks)
+CURRENCY = r"^[A-Z]{3}"  # ISO 4217, with a length of 3 (no `$`: tools let it end in "\n")
+CURSOR = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"  # unpadded base64url, 2+ characters
+SCALE_ORDER = " `cosine_floor` must be below `cosine_ceiling` (a 422 otherwise)."
+RULE_GRAMMAR = (
+    " A rule holds at least two terms (`a, b`) or terms on both sides of one `=>`; no term is "
+    "empty or named twice, and each has a searchable word in the collection's language (a 422 "
+    "names the rule otherwise)."
+)
+
+
+# The request bodies that refuse a field they do not name.
+_CLOSED = (
+    "AnswerRequest",
+    "CatalogItemIn",
+    "CollectionCreate",
+    "CollectionUpdate",
+    "DocumentBatch",
+    "DocumentIn",
+    "FinancingRateIn",
+    "RelevanceScale",
+    "SearchRequest",
+    "Synonyms",
+)
+
+
+def state_rules(openapi: OpenAPI, embedders: list[str]) -> None:
+    """States in `openapi` the rules the server enforces that Litestar does not derive from the
+    types: non-empty bodies and strings, the id a new document needs, text or content, the
+    formats of the cursor and the consistency token, and the embedders this server knows
+    (`embedders`, from its settings). The rule JSON Schema cannot state (a relevance scale's
+    floor below its ceiling) is in the description."""
+    assert openapi.components is not None and openapi.components.schemas is not None
+    schemas = openapi.components.schemas
+    for name in _CLOSED:  # msgspec's forbid_unknown_fields
+        schemas[name].additional_properties = False
+    _property(schemas["CollectionCreate"], "embedder").enum = [*embedders, None]
+    scale = _property(schemas["CollectionUpdate"], "relevance_scale")
+    scale.description = (scale.description or "") + SCALE_ORDER
+    schemas["RelevanceScale"].description = (schemas["RelevanceScale"].description or "") + (
+        SCALE_ORDER
+    )
+    for name in ("CollectionCreate", "CollectionUpdate"):
+        for field in ("pricing_keywords", "financing_keywords"):
+            words = _property(schemas[name], field)
+            for array in [words, *(words.one_of or [])]:
+                if isinstance(array, Schema) and isinstance(array.items, Schema):
+                    array.items.min_length, array.items.max_length = 1, 64
+    for name in ("SearchRequest", "AnswerRequest"):
+        _property(schemas[name], "query").pattern = NOT_BLANK
+    for name in ("SearchRequest", "AnswerRequest"):
+        filters = _property(schemas[name], "filters")
+        for shape in filters.one_of or []:
+            if isinstance(shape, Schema) and shape.type == OpenAPIType.OBJECT:
+                shape.additional_properties = False
+                shape.properties = {
+                    "metadata": Schema(type=OpenAPIType.OBJECT),
+                    "document_ids": Schema(
+                        type=OpenAPIType.ARRAY,
+                        items=Schema(type=OpenAPIType.STRING, min_length=1),
+                        min_items=1,
+                        max_items=1000,
+                    ),
+                }
+    currency = _property(schemas["CatalogItemIn"], "currency")
+    currency.pattern, currency.min_length, currency.max_length = CURRENCY, 3, 3
+    put_id = _property(schemas["DocumentIn"], "id")
+    put_id.description = "The document's id; on PUT, the path's (if given, the same)."
+    rules = _property(schemas["Synonyms"], "rules")
+    assert isinstance(rules.items, Schema)
+    rules.items.min_length, rules.items.pattern = 1, NOT_BLANK
+    rules.description = (rules.description or "Synonym rules, in order.") + RULE_GRAMMAR
+    for name, fields in (
+        ("CatalogItemIn", ("sku", "name")),
+        ("FinancingRateIn", ("provider",)),
+    ):
+        for field in fields:
+            _property(schemas[name], field).pattern = NOT_BLANK
+    document = schemas["DocumentIn"]
+    # Text or content (either, not both), with something other than whitespace.
+    document.any_of = [
+        Schema(
+            required=[given],
+            properties={
+                given: Schema(type=OpenAPIType.STRING, pattern=NOT_BLANK),
+                other: Schema(type=OpenAPIType.NULL),
+            },
+        )
+        for given, other in (("text", "content"), ("content", "text"))
+    ]
+    # A new document (POST, alone or in a batch) names its id; PUT takes it from the path.
+    added = dataclasses.replace(document, required=["id"], title="NewDocument")
+    added.properties = {**(document.properties or {}), "id": _not_null(document, "id")}
+    schemas["NewDocument"] = added
+    batch = _property(schemas["DocumentBatch"], "documents")
+    batch.items, batch.min_items = Reference("#/components/schemas/NewDocument"), 1
+    for item in (openapi.paths or {}).values():
+        for operation in (item.get, item.post, item.put, item.patch, item.delete):
+            if operation is not None:
+                _state_operation(operation)
+                _link(operation)
+
+
+def _state_operation(operation: Operation) -> None:
+    for parameter in operation.parameters or []:
+        if isinstance(parameter, Parameter_) and isinstance(parameter.schema, Schema):
+            if parameter.name == "cursor":
+                parameter.schema.pattern = CURSOR
+                parameter.schema.min_length = 2
+            elif parameter.name == HEADER:  # a header is a string when sent: never null
+                parameter.schema.pattern = TOKEN_PATTERN
+                parameter.schema.one_of, parameter.schema.type = None, OpenAPIType.STRING
+    body = operation.request_body
+    if not isinstance(body, RequestBody):
+        return
+    schema = body.content["application/json"].schema
+    if not isinstance(schema, Schema):
+        return
+    if operation.operation_id in ("addCatalogItems", "addFinancingRates"):
+        [array] = schema.all_of or []
+        assert isinstance(array, Schema)
+        array.min_items = 1
+    elif operation.operation_id == "addDocuments":
+        schema.any_of = [
+            Reference("#/components/schemas/NewDocument") if shape == _DOCUMENT else shape
+            for shape in schema.any_of or []
+        ]
+
+
+_DOCUMENT = Reference("#/components/schemas/DocumentIn")
+
+# OpenAPI links: where a response's values lead (a client, or a stateful test, follows them from
+# a new collection to its documents and to their deletion).
+_COLLECTION = {"collection": "$response.body#/name"}
+_STORED = {"collection": "$request.path.collection", "document_id": "$response.body#/results/0/id"}
+_READ = {"collection": "$request.path.collection", "document_id": "$response.body#/id"}
+_LINKS = {
+    ("createCollection", "201"): {
+        op: _COLLECTION
+        for op in (
+            "getCollection",
+            "addDocuments",
+            "listDocuments",
+            "searchCollection",
+            "deleteCollection",
+        )
+    },
+    ("addDocuments", "200"): dict.fromkeys(
+        ("getDocument", "putDocument", "deleteDocument"), _STORED
+    ),
+    ("putDocument", "200"): dict.fromkeys(("getDocument", "deleteDocument"), _STORED),
+    ("getDocument", "200"): dict.fromkeys(("deleteDocument",), _READ),
+}
+
+
+def _link(operation: Operation) -> None:
+    for (source, status), targets in _LINKS.items():
+        if operation.operation_id != source:
+            continue
+        response = (operation.responses or {})[status]
+        assert isinstance(response, OpenAPIResponse), (source, status)
+        response.links = {
+            target: Link(operation_id=target, parameters=parameters)
+            for target, parameters in targets.items()
+        }
+
+
+def _property(schema: Schema | Reference, name: str) -> Schema:
+    assert isinstance(schema, Schema) and schema.properties is not None
+    found = schema.properties[name]
+    assert isinstance(found, Schema), name
+    return found
+
+
+def _not_null(schema: Schema, name: str) -> Schema:
+    """The property without its `null` alternative."""
+    nullable = _property(schema, name)
+    return dataclasses.replace(nullable, one_of=None, type=OpenAPIType.STRING)

@@ -42,6 +42,13 @@ BAND_STYLES = {"strong": "green", "moderate": "yellow", "weak": "red"}
 @click.option("--rerank", is_flag=True, help="Reorder the results with the configured reranker.")
 @click.option("--explain", is_flag=True, help="Show the plan and per-stage timings.")
 @click.option("--json", "as_json", is_flag=True, help="Print the response as JSON.")
+@click.option(
+    "--sql",
+    "show_sql",
+    is_flag=True,
+    help="Print the keyword and vector statements the search ran, parameters filled in, ready "
+    "for psql (EXPLAIN (ANALYZE, BUFFERS) them), instead of the results.",
+)
 @user_errors
 def search(
     query: str,
@@ -54,9 +61,11 @@ def search(
     rerank: bool,
     explain: bool,
     as_json: bool,
+    show_sql: bool,
 ) -> None:
     import msgspec
 
+    from cari import statements
     from cari.search.engine import SearchRequest
 
     request = SearchRequest(
@@ -73,11 +82,34 @@ def search(
     async def work(rt: Runtime) -> SearchResponse:
         return await rt.searcher.search(collection, request)
 
+    async def ran(rt: Runtime) -> list[str]:
+        with statements.recording() as executed:
+            await rt.searcher.search(collection, request)
+        async with rt.pool.connection() as conn:
+            found = [(name, s) for s in executed if (name := statements.named(s, conn))]
+            # Keyword before vector (they ran side by side, in either order).
+            found.sort(key=lambda pair: statements.SEARCH_STATEMENTS.index(pair[0]))
+            return [
+                f"-- {name} (sql/{name}.sql)\n{_session(name, rt)}{statements.for_psql(s, conn)}"
+                for name, s in found
+            ]
+
+    if show_sql:
+        click.echo("\n\n".join(run(ran)))
+        return
     response = run(work)
     if as_json:
         click.echo(msgspec.json.encode(response).decode())
     else:
         _print_results(response)
+
+
+def _session(name: str, rt: Runtime) -> str:
+    """The settings Cari's connections run a vector search with (cari.runtime.make_pool)."""
+    if name != "search_vector":
+        return ""
+    ef_search = rt.settings.hnsw_ef_search
+    return f"SET hnsw.ef_search = {ef_search};\nSET hnsw.iterative_scan = strict_order;\n"
 
 
 @click.command(help="Answer a question from a collection, citing its sources [1], [2], ...")

@@ -1,0 +1,45 @@
+"""`cari search --sql`: the statements a search ran, parameters filled in, run as a DBA would
+paste them into psql."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+
+from tests.conftest import cli_env
+from tests.fake_openai import FakeOpenAI
+from tests.test_ingest_cli import cari
+
+
+def test_search_prints_the_statements_it_ran_ready_for_psql(
+    tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    env = cli_env(clean_env, dsn, fake)
+    (tmp_path / "knots.txt").write_text("A bowline makes a fixed loop at the end of a rope.")
+    assert cari(["ingest", str(tmp_path), "-c", "harbour", "--create"], env).returncode == 0
+    question = ["search", "bowline loop", "-c", "harbour", "--mode", "hybrid"]
+    explained = cari([*question, "--json", "--explain"], env)
+    assert explained.returncode == 0, explained.stderr
+    engine = json.loads(explained.stdout)["explain"]["keyword_engine"]
+    keyword = "search_keyword" if engine.startswith("sql") else "search_keyword_blocks"
+
+    printed = cari([*question, "--sql"], env)
+    assert printed.returncode == 0, printed.stderr
+    blocks = printed.stdout.strip().split("\n\n")
+    names = [block.splitlines()[0] for block in blocks]
+    assert names == [
+        f"-- {keyword} (sql/{keyword}.sql)",
+        "-- search_vector (sql/search_vector.sql)",
+    ]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for block in blocks:
+            assert "%(" not in block, block  # every parameter filled in
+            *settings, statement = [s for s in block.split(";\n") if s.strip()]
+            for setting in settings:
+                conn.execute(setting.encode())
+            rows = conn.execute(statement.encode()).fetchall()
+            assert rows, block  # the chunk the search found
+            plan = conn.execute(b"EXPLAIN (ANALYZE, BUFFERS) " + statement.encode()).fetchall()
+            assert plan
