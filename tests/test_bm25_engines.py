@@ -387,3 +387,26 @@ def test_a_folded_collection_cleared_and_half_deleted_stays_exact(ext_dsn: str) 
                 await fold(conn, ref)
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("folded", [False, True])
+def test_a_title_word_with_titles_and_k1_at_zero_scores_nothing(ext_dsn: str, folded: bool) -> None:
+    """k1 0 and title boost 0 (both allowed): a posting only in a title has a count of 0 and
+    scores 0 — not 0/0, which failed every search of the collection with a 422 — in both
+    engines, from the delta and from the blocks."""
+
+    async def run() -> None:
+        async with await connect(ext_dsn) as conn, await oracle_connection(ext_dsn) as oracle:
+            spec = CollectionCreate(name="z", bm25_k1=0.0, title_boost=0.0)
+            await collection.create(conn, spec, SETTINGS)
+            ref = await collection_ref(conn, "z")
+            docs = [prepared("a", "turbine", "blade wake"), prepared("b", "", "turbine blade")]
+            await write_documents(conn, ref, docs, compact=False)
+            if folded:
+                await fold(conn, ref)
+            for text in ("turbine", "turbine blade", "wake"):
+                got, expected = await both(conn, oracle, ref, text, candidates=10)
+                assert_same(got, expected, text)
+                assert got and all(score > 0 for _, score in got)
+
+    asyncio.run(run())

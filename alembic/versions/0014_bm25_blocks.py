@@ -36,6 +36,9 @@ FOLD_LOCK_TIMEOUT = "100ms"
 
 
 def upgrade() -> None:
+    # A posting whose boosted count is 0 (a title word when titles count for nothing) scores 0:
+    # with k1 also 0 the formula was 0/0, and every search of the collection failed.
+    op.execute(_tf(zero_safe=True))
     op.execute(
         """
         CREATE TABLE bm25_blocks (
@@ -268,6 +271,7 @@ def downgrade() -> None:
     op.execute(_unindex(blocks=False))
     op.execute(_collections_deleted(blocks=False))
     op.execute(_rebuild(blocks=False))
+    op.execute(_tf(zero_safe=False))
     op.execute("DROP FUNCTION bm25_fold(bigint)")
     op.execute("DROP FUNCTION bm25_stored_postings(bigint)")
     op.execute("DROP TABLE bm25_dead")
@@ -376,3 +380,17 @@ def _rebuild(*, blocks: bool) -> str:
         END
         $$
         """  # noqa: S608
+
+
+def _tf(*, zero_safe: bool) -> str:
+    # BM25's term-frequency factor: tf·(k1+1) / (tf + k1·(1 - b + b·len/avglen)); the
+    # extension computes the same expression and scores a zero count 0.
+    factor = "tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen))"
+    body = f"CASE WHEN tf = 0 THEN 0 ELSE {factor} END" if zero_safe else factor
+    return f"""
+        CREATE OR REPLACE FUNCTION bm25_tf(tf double precision, len double precision,
+                                           avglen double precision, k1 double precision,
+                                           b double precision)
+        RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        RETURN {body}
+        """
