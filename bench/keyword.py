@@ -954,7 +954,8 @@ async def run(args: argparse.Namespace, corpora: list[str]) -> None:
         database = f"cari_bench_keyword_{name}_{args.language}"
         async with fresh_runtime(database, settings) as rt:
             # The next corpus goes to a fresh database on the same server.
-            settings = settings.model_copy(update={"database_url": rt.pool.conninfo})
+            server = psycopg.conninfo.make_conninfo(rt.pool.conninfo, dbname="postgres")
+            settings = settings.model_copy(update={"database_url": server})
             engine = str(await rt.keyword_engine.current())
             async with rt.pool.connection() as conn:
                 report = await bench_corpus(
@@ -971,7 +972,7 @@ async def run(args: argparse.Namespace, corpora: list[str]) -> None:
                     peer=args.peer,
                 )
         if not args.keep:
-            with psycopg.connect(rt.pool.conninfo, dbname="postgres", autocommit=True) as admin:
+            with psycopg.connect(server, autocommit=True) as admin:
                 admin.execute(
                     sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
                         sql.Identifier(database)
