@@ -981,11 +981,10 @@ async def run(args: argparse.Namespace, corpora: list[str]) -> None:
         del corpus
         reports.append(report)
         print("\n".join(format_report(report)), flush=True)
+        print("\n".join(format_explains(report)), flush=True)
         print(flush=True)
     print("targets (issue 38), the extension's engine:")
     print("\n".join(format_targets(reports)))
-    for report in reports:
-        print("\n".join(format_explains(report)))
     print()
     print(f"total runtime {time.perf_counter() - began:.0f} s, load {_load(load_average())}")
 
