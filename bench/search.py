@@ -303,7 +303,9 @@ class SqlAlone:
         self.a, self.b = conns
         empty = sql.SQL("")
         self.keyword_statement = keyword_statement(engine)
-        self.vector_statement = sql.SQL(query("search_vector")).format(filters=empty)
+        self.vector_statement = space(settings.embedding_dimension, settings).statement(
+            "search_vector", filters=empty, alias=sql.Identifier("c")
+        )
         self.params = {"collection_id": collection_id}
         self.candidates = settings.search_candidates
         self.ef_search = settings.hnsw_ef_search
