@@ -15,7 +15,11 @@ split), in a fresh database:
     the collection's title boost and query-term saturation `bm25_k3` set to each `--title-boost`
     and each `--k3` in turn (k3 0: a word the query repeats counts once; 1000: about as often as
     it is said), then at the last of each once more with the query stop words set aside
-    (`query_stopwords` emptied for that pass);
+    (`query_stopwords` emptied for that pass). It runs on the database's keyword engine: with
+    the `cari_bm25` extension the load ends with a fold (as a bulk load does) and the extension
+    reads the packed blocks; then, as the same-run baseline, the blocks are unfolded into rows
+    and the last boost and k3 run once more on the SQL statement (`..., sql engine on the
+    rows`), whose figures must equal the extension's;
   - `ts_rank_cd AND`: the tutorial's keyword branch, `websearch_to_tsquery` (every word
     required) ranked by `ts_rank_cd`;
   - `ts_rank_cd OR`: the same with the query's lexemes OR-ed;
@@ -68,6 +72,7 @@ from cari import collection
 from cari.ingest import store
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import chunk
+from cari.queries import query
 from cari.runtime import Runtime
 from cari.search import bm25
 from cari.settings import Settings, load_settings
@@ -99,7 +104,9 @@ async def load(
                 batch.clear()
         if batch:
             await store.write_documents(conn, ref, batch)
-        await conn.execute("VACUUM (ANALYZE) chunks, postings")
+        # As a bulk load ends: the rest of the delta packed into blocks (the extension only).
+        await store.compact_statistics(conn, ref, fold_postings=1)
+        await conn.execute("VACUUM (ANALYZE) chunks, postings, bm25_blocks")
         cur = await conn.execute(
             "SELECT c.id, d.external_id, c.title || ' ' || c.content FROM chunks c "
             "JOIN documents d ON d.id = c.document_id ORDER BY c.id"
@@ -134,10 +141,10 @@ def sql_ranker(statement: str, params: dict[str, Any]) -> ChunkIds:
     return rank
 
 
-def cari_ranker(ref: store.CollectionRef) -> ChunkIds:
+def cari_ranker(ref: store.CollectionRef, engine: bm25.Engine) -> ChunkIds:
     async def rank(conn: psycopg.AsyncConnection[Any], text: str) -> list[int]:
         found = await bm25.search(
-            conn, ref.id, text, candidates=DEPTH, filters=sql.SQL(""), params={}
+            conn, ref.id, text, candidates=DEPTH, filters=sql.SQL(""), params={}, engine=engine
         )
         return [c.chunk_id for c in found.candidates]
 
@@ -179,6 +186,7 @@ async def run_dataset(
         chunk_ids = sorted(documents)
         rankings: dict[str, Ranking] = {}
         latency: dict[str, list[float]] = {}
+        engine = (await rt.keyword_engine.current()).name
         for boost in boosts:
             for k3 in k3s:
                 async with pool.connection() as conn:
@@ -187,7 +195,7 @@ async def run_dataset(
                     )
                 name = f"cari bm25 (boost {boost:g}, k3 {k3:g})"
                 rankings[name], latency[name] = await timed_ranking(
-                    pool, cari_ranker(ref), queries, documents
+                    pool, cari_ranker(ref, engine), queries, documents
                 )
         # The same BM25 without query stop words: the rows are set aside for one pass (this
         # database is the run's own) and put back.
@@ -196,10 +204,20 @@ async def run_dataset(
             stop_rows = await cur.fetchall()
         name = f"cari bm25 (boost {boosts[-1]:g}, k3 {k3s[-1]:g}, no query stop words)"
         rankings[name], latency[name] = await timed_ranking(
-            pool, cari_ranker(ref), queries, documents
+            pool, cari_ranker(ref, engine), queries, documents
         )
         async with pool.connection() as conn, conn.cursor() as cur:
             await cur.executemany("INSERT INTO query_stopwords VALUES (%s, %s)", stop_rows)
+        if engine != "sql":
+            # The same-run baseline: the blocks unfolded into rows, the SQL statement on them.
+            async with pool.connection() as conn:
+                await conn.execute(query("bm25_unfold"))
+                await conn.execute("VACUUM (ANALYZE) postings, bm25_blocks")
+            boost, k3 = boosts[-1], k3s[-1]
+            name = f"cari bm25 (boost {boost:g}, k3 {k3:g}), sql engine on the rows"
+            rankings[name], latency[name] = await timed_ranking(
+                pool, cari_ranker(ref, "sql"), queries, documents
+            )
         params = {"collection_id": ref.id, "language": language}
         for name, statement in (("ts_rank_cd AND", TS_RANK_AND), ("ts_rank_cd OR", TS_RANK_OR)):
             rankings[name], latency[name] = await timed_ranking(

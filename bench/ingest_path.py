@@ -20,7 +20,9 @@ answering 384-d vectors at once. On the same records, in one run, each in a fres
 (v)   the same records over HTTP: `POST …/documents` batches of 100 from 4 concurrent clients
       to a `cari serve` (a subprocess; HNSW kept), from the first request to the last answer.
 
-Prints chunks/s and the ratios (iii)/(ii deferred), (iv) and (v)/(ii maintained). `--profile OUT`
+Prints chunks/s and the ratios (iii)/(ii deferred), (iv) and (v)/(ii maintained); the postings
+triggers' share of (i)'s COPY a chunk; and the keyword index's storage a chunk as (iii) leaves
+it (its load ends with a fold: with the `cari_bm25` extension, packed blocks). `--profile OUT`
 runs (iii) under `py-spy record --format raw` (py-spy must be installed) and writes its stacks
 to OUT. Runs on DATABASE_URL's server if set, else on a throwaway embedded server.
 """
@@ -166,6 +168,8 @@ class Report:
     # PostgreSQL's time in the BM25 functions during (ii)'s load (track_functions; empty if the
     # server refused to track them: it takes a superuser), summed over the writers' sessions.
     functions: dict[str, float]
+    # After (iii): bytes of each keyword-index relation, and counts (see _keyword_storage).
+    storage: dict[str, int]
 
 
 async def run(
@@ -208,6 +212,7 @@ async def run(
         options = ["--bulk", "--batch-size", str(batch_size), "--workers", str(workers)]
         cli_bulk, cli_bulk_own = cli(dsn, env, path, options, profile)
         stored["cli_bulk"] = await _stored(dsn, settings)
+        storage = await _keyword_storage(dsn, settings)
 
         dsn = await _database(f"{prefix}_writer_hnsw", settings, language)
         load_kept, _ = await writer(dsn, settings, small, batch_size, workers, defer=False)
@@ -240,7 +245,41 @@ async def run(
         http_batches=small.chunks / http_seconds,
         stored=stored,
         functions=functions,
+        storage=storage,
     )
+
+
+# The keyword index's relations, as `cari ingest --bulk` leaves them (its load ends with a fold).
+KEYWORD_STORAGE = (
+    "postings",
+    "bm25_blocks",
+    "bm25_dead",
+    "bm25_terms",
+    "bm25_pending_terms",
+    "bm25_sizes",
+    "bm25_pending_sizes",
+)
+
+
+async def _keyword_storage(dsn: str, settings: Settings) -> dict[str, int]:
+    """Bytes of each keyword-index relation (indexes and TOAST included) after VACUUM, the
+    engine, and the rows of postings and blocks."""
+    async with make_pool(dsn, settings) as pool, pool.connection() as conn:
+        await conn.set_autocommit(True)
+        await conn.execute("VACUUM (ANALYZE)")
+        sizes = {}
+        for name in KEYWORD_STORAGE:
+            cur = await conn.execute("SELECT pg_total_relation_size(%s::regclass)", (name,))
+            sizes[name] = int((await cur.fetchone() or (0,))[0])
+        cur = await conn.execute(
+            "SELECT (SELECT count(*) FROM postings), (SELECT count(*) FROM bm25_blocks), "
+            "(SELECT coalesce(sum(n), 0) FROM bm25_blocks), "
+            "(SELECT count(*) FROM pg_extension WHERE extname = 'cari_bm25')"
+        )
+        rows, blocks, packed, extension = await cur.fetchone() or (0, 0, 0, 0)
+        sizes |= {"postings rows": rows, "blocks rows": blocks, "packed postings": packed}
+        sizes["extension"] = extension
+        return sizes
 
 
 async def _database(name: str, settings: Settings, language: str) -> str:
@@ -513,6 +552,30 @@ def show(report: Report, load: str) -> None:
     ]
     for name, rate, note in rows:
         print(f"{name:42s} {rate:8.0f} chunks/s   {note}")
+    share = (1 / r.raw_copy - 1 / r.raw_copy_no_postings) * 1000
+    print(
+        f"the postings triggers' share of (i)'s COPY: {share:.3f} ms a chunk "
+        f"({1000 / r.raw_copy:.3f} - {1000 / r.raw_copy_no_postings:.3f}; target <= 0.15 ms: "
+        f"{'MET' if share <= 0.15 else 'MISSED'}); `cari ingest --bulk` {r.cli_bulk:,.0f} "
+        f"chunks/s wall (target >= 1,500: {'MET' if r.cli_bulk >= 1500 else 'MISSED'})"
+    )
+    st = dict(r.storage)
+    counts = {k: st.pop(k) for k in ("postings rows", "blocks rows", "packed postings")}
+    engine = "cari_bm25" if st.pop("extension") else "sql (no extension)"
+    keyword = sum(st.values())
+    print(
+        f"keyword index after (iii) (engine {engine}; {counts['postings rows']:,} postings rows "
+        f"in the delta, {counts['blocks rows']:,} blocks holding {counts['packed postings']:,} "
+        f"postings), bytes a chunk, indexes and TOAST included:"
+    )
+    for name, size in st.items():
+        print(f"  {name:20s} {size / r.chunks:10,.0f}")
+    postings = st["postings"] + st["bm25_blocks"] + st["bm25_dead"]
+    print(
+        f"  postings storage (delta + blocks + dead): {postings / r.chunks:,.0f} B a chunk "
+        f"(target <= 3 KB: {'MET' if postings / r.chunks <= 3072 else 'MISSED'}); with the "
+        f"statistics tables {keyword / r.chunks:,.0f}"
+    )
     if r.functions:
         spent = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in r.functions.items())
         print(f"(ii) deferred, PostgreSQL's time in the BM25 functions: {spent}")

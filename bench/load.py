@@ -2,7 +2,8 @@
 
     python -m bench.load [--chunks 10000 100000] [--concurrency 1 4 16] [--duration 15]
                          [--modes keyword vector hybrid] [--queries 200] [--max-requests 100000]
-                         [--language simple] [--out bench/results/load.json]
+                         [--language simple] [--engines auto sql] [--phases computed cached]
+                         [--out bench/results/load.json]
 
 For each chunk count:
 
@@ -45,7 +46,14 @@ For each chunk count:
     so every measured request finds its vector in the cache. Its `vectors_computed` must be
     0.
 
-  Keyword mode embeds nothing: one phase (`none`), on the first server.
+  Keyword mode embeds nothing: one phase (`none`), on the first server. `--phases cached`
+  leaves the computed phase out: the baselines and keyword mode then run on the caching server.
+- **keyword engines**: the corpus load ends with a fold, as a bulk load does (with the
+  `cari_bm25` extension its postings are packed into blocks). Each of `--engines` in turn is the
+  servers' `CARI_KEYWORD_ENGINE` on the same corpus: `auto` (the extension where it is built and
+  created: the embedded server's default) and `sql` (the SQL statement; its server unfolds the
+  blocks into rows and drops the extension when it starts, so it goes last). Which engine
+  served is read from each first server's `GET /readyz` and printed with its table.
 
 Baselines, measured in the same run on the first server at each concurrency: `GET /healthz` (no
 database: the floor of uvicorn, Litestar and this client) and `GET /v1/collections/bench` (the
@@ -111,7 +119,9 @@ from cari.settings import load_settings
 
 DATABASE = "cari_bench_load"
 OUT = ROOT / "bench" / "results" / "load.json"
-READY_TIMEOUT_S = 120
+# A server started with CARI_KEYWORD_ENGINE=sql first unfolds the extension's blocks into rows
+# (minutes at 100k chunks on a busy machine): it is ready after that.
+READY_TIMEOUT_S = 900
 STOP_TIMEOUT_S = 30
 # Longer than the server's own limits (pool wait 10 s, statement 30 s): it answers first.
 REQUEST_TIMEOUT_S = 60
@@ -334,24 +344,34 @@ async def measure(
     duration: float,
     max_requests: int,
     env: Mapping[str, str],
+    computed: bool = True,
 ) -> dict[str, Any]:
     """Every cell on the corpus in `dsn`: the baselines and keyword mode and the computed phase
-    on a server that caches no query vector, then the cached phase on one that caches them all."""
+    on a server that caches no query vector, then the cached phase on one that caches them all.
+    Without `computed`, the baselines and keyword mode run on the caching server and the
+    computed phase not at all. `readyz` is the first server's answer to GET /readyz."""
     cells = (concurrencies, duration, max_requests)
     baseline: dict[str, list[dict[str, Any]]] = {}
     results: dict[str, dict[str, list[dict[str, Any]]]] = {mode: {} for mode in modes}
     metrics: dict[str, dict[str, float]] = {}
-    async with served(dsn, {**env, "CARI_QUERY_CACHE_SIZE": "0"}) as server:
-        before = await scrape(server.url)
+    readyz: dict[str, Any] = {}
+
+    async def first_cells(server: Server, phase: str) -> None:
+        async with httpx.AsyncClient(base_url=server.url, timeout=REQUEST_TIMEOUT_S) as http:
+            readyz.update((await http.get("/readyz")).json())
         for name, path in BASELINES.items():
             baseline[name] = await sweep(server.url, Target(path), *cells)
         for mode in modes:
-            results[mode][PHASES[mode][0]] = await sweep(
-                server.url, search_target(queries, mode), *cells
-            )
-        metrics["computed"] = gained(before, await scrape(server.url))
+            key = "none" if "none" in PHASES[mode] else phase
+            results[mode][key] = await sweep(server.url, search_target(queries, mode), *cells)
+
+    if computed:
+        async with served(dsn, {**env, "CARI_QUERY_CACHE_SIZE": "0"}) as server:
+            before = await scrape(server.url)
+            await first_cells(server, "computed")
+            metrics["computed"] = gained(before, await scrape(server.url))
     embedding = [mode for mode in modes if "cached" in PHASES[mode]]
-    if embedding:
+    if embedding or not computed:
         size = {"CARI_QUERY_CACHE_SIZE": str(4 * len(queries))}  # sub-queries too
         async with served(dsn, {**env, **size}) as server:
             before = await scrape(server.url)
@@ -360,12 +380,15 @@ async def measure(
                 for body in search_target(queries, "vector").bodies:
                     response = await http.post(SEARCH, content=body, headers=JSON_HEADERS)
                     response.raise_for_status()
-            for mode in embedding:
-                results[mode]["cached"] = await sweep(
-                    server.url, search_target(queries, mode), *cells
-                )
+            if not computed:
+                await first_cells(server, "cached")
+            else:
+                for mode in embedding:
+                    results[mode]["cached"] = await sweep(
+                        server.url, search_target(queries, mode), *cells
+                    )
             metrics["cached"] = gained(before, await scrape(server.url))
-    return {"baseline": baseline, "modes": results, "metrics": metrics}
+    return {"baseline": baseline, "modes": results, "metrics": metrics, "readyz": readyz}
 
 
 def format_table(measured: Mapping[str, Any]) -> list[str]:
@@ -478,48 +501,75 @@ async def run(args: argparse.Namespace) -> None:
             f"{cells} cells of {args.duration:g} s (at least {cells * args.duration:.0f} s)",
             flush=True,
         )
-        before = os.getloadavg()
-        started = time.perf_counter()
-        measured = await measure(
-            dsn,
-            queries,
-            modes=args.modes,
-            concurrencies=args.concurrency,
-            duration=args.duration,
-            max_requests=args.max_requests,
-            env=env,
-        )
-        took = time.perf_counter() - started
-        after = os.getloadavg()
-        report["runs"].append(
-            {
-                "chunks": chunks,
-                "table_size": size,
-                "load_average": {"before": before, "after": after},
-                "seconds": round(took, 1),
-                **measured,
-            }
-        )
-        save(report, args.out)
-
-        print()
-        print(
-            f"{chunks:,} chunks: {note}; load average (1, 5, 15 min) before "
-            f"{' '.join(f'{x:.2f}' for x in before)}, after {' '.join(f'{x:.2f}' for x in after)}"
-        )
-        print(
-            f"POST search: top_k {TOP_K}, {len(queries)} questions in turn; "
-            f"{args.duration:g} s per cell; latency client-measured over successful requests; "
-            "'cached' / 'computed' = query vectors the server took from its cache / computed "
-            "(its /metrics); 'server mean' = the searcher's own mean time, without HTTP and "
-            "serialisation; "
-            f"GET /healthz = HTTP floor, GET collection = floor + one pooled query; "
-            f"measured in {took:.0f} s"
-        )
-        print("\n".join(format_table(measured)))
-        print("\nThe server's own account (/metrics): searches and stage means per server and mode")
-        print("\n".join(format_stages(measured)))
+        for engine in args.engines:
+            before = os.getloadavg()
+            started = time.perf_counter()
+            measured = await measure(
+                dsn,
+                queries,
+                modes=args.modes,
+                concurrencies=args.concurrency,
+                duration=args.duration,
+                max_requests=args.max_requests,
+                env={**env, "CARI_KEYWORD_ENGINE": engine},
+                computed="computed" in args.phases,
+            )
+            took = time.perf_counter() - started
+            after = os.getloadavg()
+            ready = measured["readyz"]
+            served_by = " ".join(
+                str(x)
+                for x in (ready.get("keyword_engine"), ready.get("keyword_engine_version"))
+                if x
+            )
+            report["runs"].append(
+                {
+                    "chunks": chunks,
+                    "table_size": size,
+                    "keyword_engine_setting": engine,
+                    "keyword_engine": served_by,
+                    "load_average": {"before": before, "after": after},
+                    "seconds": round(took, 1),
+                    **measured,
+                }
+            )
+            save(report, args.out)
+            report_run(
+                chunks, engine, served_by, note, before, after, took, queries, args, measured
+            )
     print(f"\nJSON: {shown(args.out)}; total runtime {time.perf_counter() - began:.0f} s")
+
+
+def report_run(
+    chunks: int,
+    engine: str,
+    served_by: str,
+    note: str,
+    before: Sequence[float],
+    after: Sequence[float],
+    took: float,
+    queries: Sequence[str],
+    args: argparse.Namespace,
+    measured: Mapping[str, Any],
+) -> None:
+    print()
+    print(
+        f"{chunks:,} chunks, CARI_KEYWORD_ENGINE={engine}: /readyz says keyword engine "
+        f"{served_by or '?'}; {note}; load average (1, 5, 15 min) before "
+        f"{' '.join(f'{x:.2f}' for x in before)}, after {' '.join(f'{x:.2f}' for x in after)}"
+    )
+    print(
+        f"POST search: top_k {TOP_K}, {len(queries)} questions in turn; "
+        f"{args.duration:g} s per cell; latency client-measured over successful requests; "
+        "'cached' / 'computed' = query vectors the server took from its cache / computed "
+        "(its /metrics); 'server mean' = the searcher's own mean time, without HTTP and "
+        "serialisation; "
+        f"GET /healthz = HTTP floor, GET collection = floor + one pooled query; "
+        f"measured in {took:.0f} s"
+    )
+    print("\n".join(format_table(measured)))
+    print("\nThe server's own account (/metrics): searches and stage means per server and mode")
+    print("\n".join(format_stages(measured)), flush=True)
 
 
 def main() -> None:
@@ -534,6 +584,21 @@ def main() -> None:
         "--language",
         default="simple",
         help="the collection's text-search configuration (simple keeps stop words)",
+    )
+    parser.add_argument(
+        "--engines",
+        nargs="+",
+        choices=("auto", "sql"),
+        default=["auto"],
+        help="CARI_KEYWORD_ENGINE of the servers, in turn on the same corpus (sql unfolds the "
+        "extension's blocks into rows and drops it when its server starts: put it last)",
+    )
+    parser.add_argument(
+        "--phases",
+        nargs="+",
+        choices=("computed", "cached"),
+        default=["computed", "cached"],
+        help="query-embedding phases (cached alone: baselines and keyword on the caching server)",
     )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()

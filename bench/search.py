@@ -263,9 +263,35 @@ async def load_corpus(
             f"in {built - loaded:.1f} s"
         )
         await conn.set_autocommit(True)
-        await conn.execute("VACUUM (ANALYZE) chunks")
+        # As a bulk load ends: the statistics folded, and the postings packed into blocks where
+        # the extension serves (a no-op on the SQL engine, which reads them as rows).
+        await store.compact_statistics(conn, collection, fold_postings=1)
+        folded = time.perf_counter()
+        cur = await conn.execute(
+            "SELECT (SELECT count(*) FROM bm25_blocks WHERE collection_id = %(c)s), "
+            "(SELECT count(*) FROM postings WHERE collection_id = %(c)s)",
+            {"c": collection.id},
+        )
+        blocks, delta = await cur.fetchone() or (0, 0)
+        print(
+            f"fold (compact_statistics, fold_postings=1) in {folded - built:.1f} s: "
+            f"{blocks:,} packed blocks, {delta:,} postings rows left in the delta"
+        )
+        await conn.execute("VACUUM (ANALYZE) chunks, postings, bm25_blocks, bm25_terms")
         await conn.set_autocommit(False)
-        print(f"VACUUM (ANALYZE) chunks in {time.perf_counter() - built:.1f} s")
+        print(f"VACUUM (ANALYZE) in {time.perf_counter() - folded:.1f} s")
+
+
+def keyword_statement(engine: str) -> sql.Composed:
+    """The keyword statement `cari.search.bm25.search` runs without filters on `engine`
+    (`sql`: `search_keyword.sql`; `cari_bm25`: `search_keyword_blocks.sql`); its parameters are
+    `collection_id`, `query` and `candidates`."""
+    empty = sql.SQL("")
+    if engine == "sql":
+        return sql.SQL(query("search_keyword")).format(filters=empty)
+    return sql.SQL(query("search_keyword_blocks")).format(
+        filters=empty, allowed=sql.SQL("NULL::bigint[]")
+    )
 
 
 class SqlAlone:
@@ -273,11 +299,13 @@ class SqlAlone:
     collection lookup, the retriever(s) (both at once for hybrid), the relevance evidence of the
     chunks weighed and the fetch of the top 10."""
 
-    def __init__(self, conns: list[Any], collection_id: int, settings: Settings):
+    def __init__(self, conns: list[Any], collection_id: int, settings: Settings, engine: str):
         self.a, self.b = conns
         empty = sql.SQL("")
-        self.keyword_statement = sql.SQL(query("search_keyword")).format(filters=empty)
-        self.vector_statement = sql.SQL(query("search_vector")).format(filters=empty)
+        self.keyword_statement = keyword_statement(engine)
+        self.vector_statement = space(settings.embedding_dimension, settings).statement(
+            "search_vector", filters=empty, alias=sql.Identifier("c")
+        )
         self.params = {"collection_id": collection_id}
         self.candidates = settings.search_candidates
         self.ef_search = settings.hnsw_ef_search
@@ -425,7 +453,9 @@ async def measure(rt: Runtime, chunks: int, query_count: int, rounds: int) -> No
         # Autocommit: a lone statement is one round trip; the vector pair gets BEGIN/COMMIT.
         await a.set_autocommit(True)
         await b.set_autocommit(True)
-        bare = SqlAlone([a, b], collection_id, settings)
+        engine = await rt.keyword_engine.current()
+        print(f"keyword engine: {engine}")
+        bare = SqlAlone([a, b], collection_id, settings, engine.name)
         bare.vectors = sql_alone_vectors
         measure_started = time.perf_counter()
         for round_ in range(rounds + 1):  # round 0 is the warm-up
