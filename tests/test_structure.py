@@ -125,7 +125,7 @@ def _named_statements() -> tuple[dict[str, list[str]], set[str]]:
 
 def test_every_named_statement_has_its_file() -> None:
     named, _ = _named_statements()
-    assert {"search_vector", "vocabulary_known"} <= set(named)  # aliases are followed
+    assert {"search_keyword", "vocabulary_known"} <= set(named)  # aliases are followed
     missing = {
         name: where for name, where in named.items() if not (SQL_DIR / f"{name}.sql").is_file()
     }
