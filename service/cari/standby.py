@@ -9,15 +9,20 @@ listens on a Unix socket in its own folder, like the embedded server.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from cari import embedded
 from cari.errors import CariError, DatabaseUnavailable
 
 START_TIMEOUT_S = 120  # replaying the WAL written during the copy can take a while
+# The longest Unix socket path (sun_path less its NUL), and the name PostgreSQL gives its socket.
+SOCKET_PATH_MAX = 107
+SOCKET_NAME = ".s.PGSQL.5432"
 
 
 def create(primary_dsn: str, pgdata: Path, *, user: str | None = None) -> None:
@@ -61,7 +66,7 @@ def start(pgdata: Path) -> str:
                 [
                     *("-w", "-t", str(START_TIMEOUT_S), "-l", str(pgdata / "log")),
                     # No TCP: a Unix socket in its folder, as the embedded server.
-                    *("-o", '-h ""', "-o", f"-k {pgdata}", "start"),
+                    *("-o", '-h ""', "-o", f"-k {_socket_dir(pgdata)}", "start"),
                 ],
                 pgdata=pgdata,
                 user=_owner(pgdata),
@@ -91,6 +96,20 @@ def running_dsn(pgdata: Path) -> str | None:
     if info is None or not info.is_running():
         return None
     return str(info.get_uri(database=embedded.DATABASE_NAME))
+
+
+def _socket_dir(pgdata: Path) -> Path:
+    """The standby's folder, unless its socket's path would be longer than a Unix socket's
+    can be (a deep data folder): then a folder of its own in the temporary directory, named
+    after the standby's. Its DSN follows, read from postmaster.pid."""
+    if len(str(pgdata / SOCKET_NAME)) <= SOCKET_PATH_MAX:
+        return pgdata
+    name = hashlib.sha256(str(pgdata.resolve()).encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / f"cari-standby-{name}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if (owner := _owner(pgdata)) is not None:
+        shutil.chown(folder, owner, owner)
+    return folder
 
 
 def _owner(pgdata: Path) -> str | None:
