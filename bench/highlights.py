@@ -37,7 +37,6 @@ from bench.search import (
     COLLECTION,
     TOP_K,
     base_vectors,
-    keyword_statement,
     load_corpus,
     load_passages,
     load_queries,
@@ -45,7 +44,7 @@ from bench.search import (
 )
 from cari import synonyms
 from cari.queries import query
-from cari.search import highlights
+from cari.search import bm25, highlights
 from cari.search.engine import SearchRequest
 from cari.settings import load_settings
 
@@ -191,7 +190,7 @@ async def run(chunks: int, query_count: int, rounds: int, rule_count: int) -> No
         # postings rows only, so it is the baseline on the SQL engine alone (with the extension
         # the load's fold packed them into blocks).
         engine = (await rt.keyword_engine.current()).name
-        keyword = keyword_statement(engine)
+        keyword = bm25.keyword_statement(engine)
         base = {"collection_id": collection_id, "candidates": settings.search_candidates}
         times: dict[str, list[float]] = {"no rule": [], "rules": []}
         if engine == "sql":

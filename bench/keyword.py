@@ -654,12 +654,6 @@ def mismatches(report: KindReport, a: str, b: str) -> list[int]:
     ]
 
 
-def blocks_statement() -> sql.Composed:
-    return sql.SQL(query("search_keyword_blocks")).format(
-        filters=sql.SQL(""), allowed=sql.SQL("NULL::bigint[]")
-    )
-
-
 def keyword_params(collection_id: int, text: str) -> dict[str, Any]:
     """The parameters bm25.search sends (no filters)."""
     return {
@@ -672,7 +666,7 @@ def keyword_params(collection_id: int, text: str) -> dict[str, Any]:
 async def explain(conn: AConn, collection_id: int, text: str) -> list[str]:
     """EXPLAIN (ANALYZE, BUFFERS) of the extension's statement as bm25.search runs it."""
     cur = await conn.execute(
-        sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + blocks_statement(),
+        sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + bm25.keyword_statement("cari_bm25"),
         keyword_params(collection_id, text),
     )
     return [str(r[0]) for r in await cur.fetchall()]

@@ -80,7 +80,7 @@ from cari.embed import Embedder
 from cari.ingest import store
 from cari.queries import query
 from cari.runtime import Runtime
-from cari.search import highlights
+from cari.search import bm25, highlights
 from cari.search.engine import Mode, SearchRequest
 from cari.settings import Settings, load_settings
 from cari.vector_space import space
@@ -282,18 +282,6 @@ async def load_corpus(
         print(f"VACUUM (ANALYZE) in {time.perf_counter() - folded:.1f} s")
 
 
-def keyword_statement(engine: str) -> sql.Composed:
-    """The keyword statement `cari.search.bm25.search` runs without filters on `engine`
-    (`sql`: `search_keyword.sql`; `cari_bm25`: `search_keyword_blocks.sql`); its parameters are
-    `collection_id`, `query` and `candidates`."""
-    empty = sql.SQL("")
-    if engine == "sql":
-        return sql.SQL(query("search_keyword")).format(filters=empty)
-    return sql.SQL(query("search_keyword_blocks")).format(
-        filters=empty, allowed=sql.SQL("NULL::bigint[]")
-    )
-
-
 class SqlAlone:
     """Every statement the service runs for a search, bare, on two held connections: the
     collection lookup, the retriever(s) (both at once for hybrid), the relevance evidence of the
@@ -302,7 +290,7 @@ class SqlAlone:
     def __init__(self, conns: list[Any], collection_id: int, settings: Settings, engine: str):
         self.a, self.b = conns
         empty = sql.SQL("")
-        self.keyword_statement = keyword_statement(engine)
+        self.keyword_statement = bm25.keyword_statement(engine)
         self.vector_statement = space(settings.embedding_dimension, settings).statement(
             "search_vector", filters=empty, alias=sql.Identifier("c")
         )

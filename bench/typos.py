@@ -70,6 +70,7 @@ from bench.quality import (
 )
 from cari import collection
 from cari.queries import query
+from cari.search import bm25
 from cari.search.engine import SearchRequest
 from cari.settings import Settings, load_settings
 
@@ -214,7 +215,7 @@ async def latency(chunks: int, query_count: int, rounds: int, on: float) -> None
                     f"{time.perf_counter() - started:.1f} s",
                     flush=True,
                 )
-            keyword = synthetic.keyword_statement(name)
+            keyword = bm25.keyword_statement(name)
             times = await _latency_rounds(rt, keyword, base, forms, rounds, on)
             print(
                 f"keyword search at {chunks:,} chunks, engine {name}"

@@ -71,9 +71,7 @@ ORACLE_FROM = (
     "FROM postings AS o\n"
     "            WHERE o.collection_id = %(collection_id)s AND o.lexeme = t.lexeme"
 )
-ORACLE_STATEMENT = query("search_keyword").replace(
-    ORACLE_FROM, "FROM pg_temp.lexeme_postings(%(collection_id)s, t.lexeme) AS o"
-)
+ORACLE_POSTINGS_FROM = "FROM pg_temp.lexeme_postings(%(collection_id)s, t.lexeme) AS o"
 
 
 @pytest.fixture
@@ -81,7 +79,8 @@ def ext_dsn(dsn: str) -> Iterator[str]:
     """A fresh migrated database with the extension, or a skip where the server has none."""
     with psycopg.connect(dsn) as conn:
         installed = conn.execute(query("keyword_engine")).fetchone() is not None
-    assert ORACLE_FROM in query("search_keyword"), "the oracle no longer reads the statement"
+    summed = query("fragments/search_keyword_summed")
+    assert ORACLE_FROM in summed, "the oracle no longer reads the statement"
     if not installed:
         if os.environ.get("CARI_REQUIRE_BM25_EXTENSION"):
             pytest.fail("the cari_bm25 extension is not installed in the test database")
@@ -108,15 +107,9 @@ async def both(
 ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
     args: dict[str, Any] = {"candidates": candidates, "filters": filters, "params": params or {}}
     packed = await bm25.search(conn, ref.id, text, engine="cari_bm25", **args)
-    where = (
-        sql.SQL("WHERE EXISTS (SELECT FROM chunks AS c WHERE c.id = heads.chunk_id{})").format(
-            filters
-        )
-        if filters != NO_FILTERS
-        else NO_FILTERS
-    )
+    statement = bm25.keyword_statement("sql", filters).as_string(oracle)
     cur = await oracle.execute(
-        sql.SQL(ORACLE_STATEMENT).format(filters=where),
+        statement.replace(ORACLE_FROM, ORACLE_POSTINGS_FROM).encode(),
         {**(params or {}), "collection_id": ref.id, "query": text, "candidates": candidates},
     )
     return (

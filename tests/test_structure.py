@@ -159,6 +159,9 @@ COMPOSED = {
     "memory": "'64MB'",
     "filters": "",
     "allowed": "NULL::bigint[]",
+    # The keyword statements' shared fragments (cari.search.bm25.keyword_statement).
+    "terms": (SQL_DIR / "fragments" / "search_keyword_terms.sql").read_text(encoding="utf-8"),
+    "summed": (SQL_DIR / "fragments" / "search_keyword_summed.sql").read_text(encoding="utf-8"),
 }
 FIELD = re.compile(r"\{(\w+)\}")
 
@@ -187,7 +190,8 @@ def test_every_statement_prepares_on_the_migrated_schema(
     (CONCURRENTLY) runs as the service runs it, autocommitted, in a database of its own."""
     text = path.read_text(encoding="utf-8")
     body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
-    body = FIELD.sub(lambda field: COMPOSED.get(field.group(1), field.group(0)), body)
+    while (composed := FIELD.sub(lambda f: COMPOSED.get(f.group(1), f.group(0)), body)) != body:
+        body = composed  # a fragment holds fields of its own
     verb = body.split(maxsplit=1)[0].upper()
     if " CONCURRENTLY " in body.split("\n", 1)[0].upper():
         with psycopg.connect(request.getfixturevalue("dsn"), autocommit=True) as conn:

@@ -40,27 +40,7 @@ async def search(
     engine: Engine,
 ) -> KeywordResult:
     """The best `candidates` chunks by BM25, with their scores."""
-    filtered = filters != sql.SQL("")
-    where = (
-        sql.SQL("WHERE EXISTS (SELECT FROM chunks AS c WHERE c.id = heads.chunk_id{})").format(
-            filters
-        )
-        if filtered
-        else filters
-    )
-    if engine == "sql":
-        statement = sql.SQL(query("search_keyword")).format(filters=where)
-    else:
-        # The ids the filters allow, computed once, for the walker to skip the rest.
-        allowed = (
-            sql.SQL(
-                "ARRAY(SELECT c.id FROM chunks AS c"
-                " WHERE c.collection_id = %(collection_id)s{} ORDER BY c.id)"
-            ).format(filters)
-            if filtered
-            else sql.SQL("NULL::bigint[]")
-        )
-        statement = sql.SQL(query("search_keyword_blocks")).format(filters=where, allowed=allowed)
+    statement = keyword_statement(engine, filters)
     cur = await conn.execute(
         statement,
         {**params, "collection_id": collection_id, "query": text, "candidates": candidates},
@@ -68,3 +48,37 @@ async def search(
     rows = await cur.fetchall()
     found = [Candidate(int(r[0]), float(r[1])) for r in rows]
     return KeywordResult(found, int(rows[0][2]) if rows else 0)
+
+
+NO_FILTERS = sql.SQL("")
+
+
+def keyword_statement(engine: Engine, filters: sql.Composable = NO_FILTERS) -> sql.Composed:
+    """The engine's keyword statement, composed: `search_keyword.sql` or
+    `search_keyword_blocks.sql` with the fragments they share (sql/fragments/) and `filters`
+    (from cari.search.filters; empty: none). Its parameters: `collection_id`, `query`,
+    `candidates` and the filters'."""
+    filtered = filters != NO_FILTERS
+    where = (
+        sql.SQL("WHERE EXISTS (SELECT FROM chunks AS c WHERE c.id = heads.chunk_id{})").format(
+            filters
+        )
+        if filtered
+        else filters
+    )
+    shared = {
+        "terms": sql.SQL(query("fragments/search_keyword_terms").rstrip()),
+        "summed": sql.SQL(query("fragments/search_keyword_summed").rstrip()).format(filters=where),
+    }
+    if engine == "sql":
+        return sql.SQL(query("search_keyword")).format(**shared)
+    # The ids the filters allow, computed once, for the walker to skip the rest.
+    allowed = (
+        sql.SQL(
+            "ARRAY(SELECT c.id FROM chunks AS c"
+            " WHERE c.collection_id = %(collection_id)s{} ORDER BY c.id)"
+        ).format(filters)
+        if filtered
+        else sql.SQL("NULL::bigint[]")
+    )
+    return sql.SQL(query("search_keyword_blocks")).format(allowed=allowed, **shared)
