@@ -340,13 +340,23 @@ def _unindex(*, blocks: bool) -> str:
         """  # noqa: S608
 
 
+def _tables(*, blocks: bool) -> list[str]:
+    """A collection's keyword index: what deleting or rebuilding it clears."""
+    packed = ["bm25_blocks", "bm25_dead"] if blocks else []
+    return [
+        "postings",
+        *packed,
+        "bm25_sizes",
+        "bm25_pending_sizes",
+        "bm25_terms",
+        "bm25_pending_terms",
+    ]
+
+
 def _collections_deleted(*, blocks: bool) -> str:
-    tables = ["postings", "bm25_sizes", "bm25_pending_sizes", "bm25_terms", "bm25_pending_terms"]
-    if blocks:
-        tables[1:1] = ["bm25_blocks", "bm25_dead"]
     deletes = "\n".join(
         f"DELETE FROM {t} WHERE collection_id IN (SELECT id FROM old_collections);"  # noqa: S608
-        for t in tables
+        for t in _tables(blocks=blocks)
     )
     return f"""
         CREATE OR REPLACE FUNCTION bm25_collections_deleted() RETURNS trigger
@@ -360,12 +370,9 @@ def _collections_deleted(*, blocks: bool) -> str:
 
 
 def _rebuild(*, blocks: bool) -> str:
-    tables = ["postings", "bm25_sizes", "bm25_pending_sizes", "bm25_terms", "bm25_pending_terms"]
-    if blocks:
-        tables[1:1] = ["bm25_blocks", "bm25_dead"]
     deletes = "\n".join(
         f"DELETE FROM {t} WHERE collection_id = collection;"  # noqa: S608
-        for t in tables
+        for t in _tables(blocks=blocks)
     )
     fold = "PERFORM bm25_fold(collection);" if blocks else ""
     return f"""
