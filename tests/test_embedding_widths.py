@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import subprocess
 import sys
 import time
@@ -94,30 +93,21 @@ def widths(dsn: str, collection: str) -> set[int]:
 
 
 def plan(dsn: str, collection: str, width: Space) -> str:
-    """EXPLAIN of Cari's own vector statement for `collection`, prepared and run six times as
-    psycopg does (it prepares a statement after five runs, and PostgreSQL then weighs a generic
-    plan: the width is a constant in the statement so that the partial index stays provable
-    in one)."""
+    """EXPLAIN of Cari's own vector statement for `collection`, run as Cari runs it: unprepared,
+    so planned with its values each time, six times over (a prepared statement would get a
+    generic plan from the sixth run on, which sorts the whole collection once the table holds a
+    few: cari.vector_space.Space.statement)."""
     statement = width.statement("search_vector", filters=sql.SQL(""), alias=sql.Identifier("c"))
     with psycopg.connect(dsn, autocommit=True) as conn:
         register_vector(conn)
-        text = statement.as_string(conn)
-        names: dict[str, int] = {}
-        numbered = re.sub(
-            r"%\((\w+)\)s", lambda m: f"${names.setdefault(m.group(1), len(names) + 1)}", text
-        )
         row = conn.execute("SELECT id FROM collections WHERE name = %s", (collection,)).fetchone()
         assert row is not None
         conn.execute("SET hnsw.iterative_scan = strict_order")
-        conn.execute(f"PREPARE nearest AS {numbered}".encode())
         args = {"vector": vector_for("anything", width.dimension), "collection_id": row[0]}
         args["candidates"] = 10
-        values = [args[name] for name in names]
-        arguments = sql.SQL(", ").join(sql.Literal(value) for value in values)
         for _ in range(6):
-            conn.execute(sql.SQL("EXECUTE nearest ({})").format(arguments)).fetchall()
-        explain = sql.SQL("EXPLAIN EXECUTE nearest ({})").format(arguments)
-        rows = conn.execute(explain).fetchall()
+            conn.execute(statement, args, prepare=False).fetchall()
+        rows = conn.execute(sql.SQL("EXPLAIN ") + statement, args, prepare=False).fetchall()
     return "\n".join(str(r[0]) for r in rows)
 
 

@@ -6,6 +6,7 @@ tests/test_serving.py's.)"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -179,6 +180,13 @@ def test_a_bulk_load_leaves_other_collections_alone(
             )
             plans = []
             while bulk.poll() is None:
+                # As autovacuum would, at a time of its choosing: with two collections in
+                # the statistics a generic plan would sort the collection (Space.statement).
+                # Like autovacuum it gives way to the index build rather than deadlock it.
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    conn.execute("SET lock_timeout = '50ms'")
+                    with contextlib.suppress(psycopg.errors.LockNotAvailable):
+                        conn.execute("ANALYZE chunks")
                 plans.append(plan(dsn, "live", narrow))
                 time.sleep(0.2)
             ended = time.monotonic()
@@ -191,7 +199,9 @@ def test_a_bulk_load_leaves_other_collections_alone(
             c.body for _, c in load.writes if c.status >= 300
         ]
         assert max(c.elapsed for c in during) < LOCK_WAIT_S
-        assert all(narrow.index_name("chunks") in p for p in plans)
+        assert all(narrow.index_name("chunks") in p for p in plans), [
+            p for p in plans if narrow.index_name("chunks") not in p
+        ][:1]
 
         # The bulk collection's index is back and valid, and the live writes are stored.
         width = space(3072 if bulk_embedder else 384, load_settings())

@@ -19,6 +19,7 @@ from litestar.testing import TestClient
 from cari.errors import EmbedderUnavailable
 from cari.runtime import open_runtime
 from cari.search import fit
+from cari.search.engine import SearchRequest
 from cari.search.relevance import Scale
 from tests.conftest import app_client, settings_for
 from tests.fake_openai import FakeOpenAI, vector_for
@@ -85,12 +86,24 @@ def test_the_fit_separates_own_questions_from_other_subjects(dsn: str) -> None:
         client.post("/v1/collections/car/documents", json={"documents": documents(CAR, "car")})
 
     async def probe() -> tuple[fit.Probes | None, dict[str, Any] | None]:
-        async with open_runtime(settings_for(dsn, reembed_interval_s=0)) as rt:
+        one = settings_for(dsn, reembed_interval_s=0, pool_min_size=1, pool_max_size=1)
+        async with open_runtime(one) as rt:
             async with rt.pool.connection() as conn:
                 cur = await conn.execute("SELECT id FROM collections WHERE name = 'car'")
                 row = await cur.fetchone()
                 assert row is not None
                 found = await fit.probe(conn, int(row[0]), rt.embedder, rt.settings)
+            for _ in range(7):  # past psycopg's five runs before it prepares a statement
+                await rt.searcher.search("car", SearchRequest(query=OWN, mode="vector"))
+            # Neither the probes nor the searches ran a prepared nearest-neighbour statement on
+            # the pool's one connection: its generic plan sorts whole collections
+            # (cari.vector_space.Space.statement).
+            async with rt.pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT statement FROM pg_prepared_statements "
+                    "WHERE statement LIKE '%ORDER BY%<=>%'"
+                )
+                assert await cur.fetchall() == []
             return found, await fit.fit(rt.pool, "car", rt.embedders, rt.settings)
 
     probes, stored = asyncio.run(probe())

@@ -54,7 +54,14 @@ class Space:
     def statement(self, name: str, **fragments: sql.Composable) -> sql.Composed:
         """The named statement with this space's `{type}`, `{dimension}` and `{indexed}` (the
         indexed expression of the `embedding` column, qualified by `{alias}` if it names one)
-        filled in."""
+        filled in.
+
+        Run a nearest-neighbour statement with `prepare=False`: psycopg prepares a statement after
+        five runs, and PostgreSQL's generic plan then estimates a collection as the table's
+        average and the LIMIT as a tenth of it, so once there are a few collections it sorts the
+        whole collection read by its btree instead of walking the HNSW index (seen in
+        tests/test_faults.py after an autovacuum ANALYZE). An unprepared statement is planned
+        with its values every time, costing a fraction of a millisecond."""
         from cari.queries import query
 
         alias = fragments.pop("alias", None)

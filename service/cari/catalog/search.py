@@ -105,7 +105,7 @@ async def _vector_rows(
     # Iterative scans are the pool's session setting (cari.runtime.make_pool).
     async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         statement = space.statement("catalog_search_vector", alias=sql.Identifier("i"))
-        await cur.execute(statement, params)
+        await cur.execute(statement, params, prepare=False)  # see Space.statement
         return await cur.fetchall()
 
 

@@ -542,11 +542,12 @@ class Searcher:
         async with pool.connection() as conn:
             if ef_search == self.settings.hnsw_ef_search:
                 # The pool's connections have it already: one round trip, no transaction.
-                cur = await conn.execute(statement, values)
+                # Never prepared: see Space.statement.
+                cur = await conn.execute(statement, values, prepare=False)
             else:
                 async with conn.transaction():
                     await conn.execute(query("search_vector_settings"), {"ef_search": ef_search})
-                    cur = await conn.execute(statement, values)
+                    cur = await conn.execute(statement, values, prepare=False)
             rows = await cur.fetchall()
         applied = str(rows[0][2]) if rows else None
         return [Candidate(int(r[0]), float(r[1])) for r in rows], applied

@@ -211,7 +211,9 @@ async def probe(
     async def best(vector: Vector) -> float:
         vector = np.asarray(vector, dtype=np.float32)
         cur = await conn.execute(
-            statement, {"collection_id": collection_id, "vector": vector, "candidates": 1}
+            statement,
+            {"collection_id": collection_id, "vector": vector, "candidates": 1},
+            prepare=False,  # see Space.statement
         )
         row = await cur.fetchone()
         return float(row[1]) if row is not None else -1.0
