@@ -98,7 +98,8 @@ def broken(path: Path, root: Path = ROOT) -> list[str]:
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_relative_link_resolves(page: Path) -> None:
-    assert broken(page) == []
+    problems = broken(page)
+    assert not problems, "broken links:\n" + "\n".join(problems)
 
 
 def _shell_lines(path: Path) -> list[str]:
