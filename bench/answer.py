@@ -19,9 +19,9 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.database import fresh_runtime
 from bench.embedding_cache import CachingEmbedder
-from bench.quality import DATASETS, default_language, ingest_corpus, load_qrels, load_queries
+from bench.harness import DATASETS, default_language, fresh_runtime, load_qrels, load_queries
+from bench.quality import ingest_corpus
 from cari import collection
 from cari.answer.service import AnswerRequest
 from cari.search.engine import SearchRequest

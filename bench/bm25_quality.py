@@ -52,21 +52,18 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
-from bench.database import fresh_runtime
-from bench.quality import (
+from bench.harness import (
     DATASETS,
-    TS_RANK_AND,
-    TS_RANK_OR,
     Qrels,
     Ranking,
     corpus_records,
     default_language,
-    document_ranking,
-    evaluate,
+    dsn_of,
+    fresh_runtime,
     load_qrels,
     load_queries,
-    mean_metrics,
 )
+from bench.quality import TS_RANK_AND, TS_RANK_OR, document_ranking, evaluate, mean_metrics
 from bench.reference import ReferenceBM25, analyzed_tokens, native_tokens, query_terms
 from cari import collection
 from cari.ingest import store
@@ -223,10 +220,10 @@ async def run_dataset(
             rankings[name], latency[name] = await timed_ranking(
                 pool, sql_ranker(statement, params), queries, documents
             )
-        dsn = pool.conninfo
-    with psycopg.connect(dsn) as conn:
-        corpus = analyzed_tokens(conn, language, texts)
-        terms = query_terms(conn, language, list(queries.values()))
+        dsn = dsn_of(pool)
+    with psycopg.connect(dsn) as sync_conn:
+        corpus = analyzed_tokens(sync_conn, language, texts)
+        terms = query_terms(sync_conn, language, list(queries.values()))
     analyzed = dict(zip(queries, terms, strict=True))
     for repeats in (False, True):
         rankings[f"bm25s (pg tokens, {'repeats' if repeats else 'once'})"] = library_ranking(

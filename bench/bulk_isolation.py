@@ -50,8 +50,8 @@ import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg import sql
 
-from bench.database import fresh_database
 from bench.fast_embedder import vector_for
+from bench.harness import fresh_database
 from bench.ingest_path import (
     CORPORA,
     ROOT,

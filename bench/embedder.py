@@ -27,11 +27,12 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import numpy as np
+
+from bench.harness import timed
 
 QUESTION = "berapa cicilan honda civic dengan dp 50 juta tenor {} tahun?"
 SENTENCES = (
@@ -82,16 +83,9 @@ def _percentiles(values: list[float]) -> dict[str, float]:
     }
 
 
-async def _timed(work: Callable[[], Awaitable[Any]]) -> float:
-    started = time.perf_counter()
-    await work()
-    return (time.perf_counter() - started) * 1000
-
-
 async def _queries(embedder: Any, count: int, offset: int) -> list[float]:
     return [
-        await _timed(lambda i=i: embedder.embed_query(QUESTION.format(offset + i)))
-        for i in range(count)
+        (await timed(embedder.embed_query(QUESTION.format(offset + i))))[0] for i in range(count)
     ]
 
 
@@ -130,7 +124,7 @@ async def child(policy: str, queries: int, passages: int, load: int) -> dict[str
         i = 0
         while not done.is_set() and i < queries:
             await anyio.sleep(0.1)
-            during.append(await _timed(lambda i=i: embedder.embed_query(QUESTION.format(200 + i))))
+            during.append((await timed(embedder.embed_query(QUESTION.format(200 + i))))[0])
             i += 1
     result["during a document job"] = _percentiles(during) | {"queries": len(during)}
 

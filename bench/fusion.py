@@ -47,17 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.quality import (
-    DATASETS,
-    RUNS_DIR,
-    Qrels,
-    Ranking,
-    document_ranking,
-    evaluate,
-    load_qrels,
-    load_queries,
-    mean_metrics,
-)
+from bench.harness import DATASETS, Qrels, Ranking, load_qrels, load_queries
+from bench.quality import RUNS_DIR, document_ranking, evaluate, mean_metrics
 from cari.limits import Method
 from cari.search import intent
 from cari.search.fusion import Candidate, fuse

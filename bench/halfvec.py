@@ -41,8 +41,8 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from bench.database import fresh_database
 from bench.embedding_cache import cache_path
+from bench.harness import fresh_database
 from cari.migrations import vector_index_statement
 from cari.settings import load_settings
 from cari.vector_space import Space
@@ -68,8 +68,9 @@ def load_vectors(count: int) -> np.ndarray:
 def project(vectors: np.ndarray, width: int) -> np.ndarray:
     """A deterministic Gaussian random projection to `width`, rows normalised."""
     matrix = np.random.default_rng(0).standard_normal((vectors.shape[1], width))
-    projected = (vectors @ matrix).astype(np.float32)
-    return projected / np.linalg.norm(projected, axis=1, keepdims=True)
+    projected: np.ndarray = (vectors @ matrix).astype(np.float32)
+    projected /= np.linalg.norm(projected, axis=1, keepdims=True)
+    return projected
 
 
 def exact_top(corpus: np.ndarray, queries: np.ndarray) -> np.ndarray:
@@ -245,7 +246,7 @@ def run(vectors: int, queries: int, wide: int) -> dict[str, Any]:
             )
             conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(TABLE)))
             figures = {
-                kind: measure(conn, Space(width, kind), asked, exact)  # type: ignore[arg-type]
+                kind: measure(conn, Space(width, kind), asked, exact)
                 for kind in ("vector", "halfvec")
             }
             for kind in ("vector", "halfvec"):

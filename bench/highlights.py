@@ -32,7 +32,7 @@ import statistics
 import time
 from typing import Any
 
-from bench.database import fresh_runtime
+from bench.harness import fetch_ms, fresh_runtime
 from bench.search import (
     COLLECTION,
     TOP_K,
@@ -121,13 +121,6 @@ def summary(values: list[float]) -> str:
     return f"mean {mean:6.2f} ms, p50 {median:6.2f}, p95 {p95:6.2f}"
 
 
-async def timed(conn: Any, statement: str, params: dict[str, Any]) -> float:
-    started = time.perf_counter()
-    cur = await conn.execute(statement, params)
-    await cur.fetchall()
-    return (time.perf_counter() - started) * 1000
-
-
 async def run(chunks: int, query_count: int, rounds: int, rule_count: int) -> None:
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0, embedder="local")
     async with fresh_runtime(DATABASE, settings) as rt:
@@ -157,11 +150,11 @@ async def run(chunks: int, query_count: int, rounds: int, rule_count: int) -> No
                 async with rt.pool.connection() as conn:
                     await conn.set_autocommit(True)
                     if (n + round_) % 2:
-                        lit = await timed(conn, query("chunks_for_results"), params)
-                        plain = await timed(conn, BARE_FETCH, params)
+                        lit = await fetch_ms(conn, query("chunks_for_results"), params)
+                        plain = await fetch_ms(conn, BARE_FETCH, params)
                     else:
-                        plain = await timed(conn, BARE_FETCH, params)
-                        lit = await timed(conn, query("chunks_for_results"), params)
+                        plain = await fetch_ms(conn, BARE_FETCH, params)
+                        lit = await fetch_ms(conn, query("chunks_for_results"), params)
                 if round_:
                     service.append(served)
                     with_.append(lit)
@@ -191,7 +184,10 @@ async def run(chunks: int, query_count: int, rounds: int, rule_count: int) -> No
         # the load's fold packed them into blocks).
         engine = (await rt.keyword_engine.current()).name
         keyword = bm25.keyword_statement(engine)
-        base = {"collection_id": collection_id, "candidates": settings.search_candidates}
+        base: dict[str, Any] = {
+            "collection_id": collection_id,
+            "candidates": settings.search_candidates,
+        }
         times: dict[str, list[float]] = {"no rule": [], "rules": []}
         if engine == "sql":
             times["before"] = []
@@ -206,13 +202,13 @@ async def run(chunks: int, query_count: int, rounds: int, rule_count: int) -> No
                     params = {**base, "query": text}
                     before = 0.0
                     if (n + round_) % 2:  # which goes first alternates
-                        after = await timed(conn, keyword, params)
+                        after = await fetch_ms(conn, keyword, params)
                         if "before" in times:
-                            before = await timed(conn, KEYWORD_BEFORE, params)
+                            before = await fetch_ms(conn, KEYWORD_BEFORE, params)
                     else:
                         if "before" in times:
-                            before = await timed(conn, KEYWORD_BEFORE, params)
-                        after = await timed(conn, keyword, params)
+                            before = await fetch_ms(conn, KEYWORD_BEFORE, params)
+                        after = await fetch_ms(conn, keyword, params)
                     if round_ >= 1:
                         times[state].append(after)
                         if state == "no rule" and "before" in times:

@@ -25,7 +25,7 @@ import numpy as np
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from bench.database import fresh_runtime
+from bench.harness import fresh_runtime
 from cari.ingest import store
 from cari.ingest.bulk import ingest_sources
 from cari.ingest.chunking import Chunk

@@ -49,8 +49,8 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from bench.database import fresh_database
 from bench.fast_embedder import DIMENSION, vector_for
+from bench.harness import fresh_database
 from bench.load import served
 from cari import collection as collections
 from cari.cli.documents import SERVICE_BATCH_SIZE

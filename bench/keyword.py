@@ -87,12 +87,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
-import Stemmer  # type: ignore[import-not-found]
+import Stemmer
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from bench import search as search_bench
-from bench.database import fresh_runtime
+from bench.harness import dsn_of, fresh_runtime
 from cari.ingest import store
 from cari.queries import query
 from cari.search import bm25
@@ -403,7 +403,7 @@ async def load(
         "INSERT INTO collections (name, language) VALUES (%s, %s) RETURNING id, language::oid",
         (COLLECTION, language),
     )
-    collection_id, language = await cur.fetchone() or (0, 0)
+    collection_id, language_oid = await cur.fetchone() or (0, 0)
     cur = await conn.execute(
         "INSERT INTO documents (collection_id, external_id, title, content_hash) "
         "SELECT %s, 'doc-' || (n - 1), t, '' FROM unnest(%s::text[]) WITH ORDINALITY AS u (t, n) "
@@ -416,7 +416,7 @@ async def load(
     if load_baseline:
         await conn.execute("ALTER TABLE chunks DISABLE TRIGGER USER")
         try:
-            baseline = await copy_rows(conn, collection_id, language, document_ids, corpus.rows)
+            baseline = await copy_rows(conn, collection_id, language_oid, document_ids, corpus.rows)
         finally:
             await conn.execute("ALTER TABLE chunks ENABLE TRIGGER USER")
         await conn.execute("TRUNCATE chunks")
@@ -424,7 +424,7 @@ async def load(
     seconds = await copy_rows(
         conn,
         collection_id,
-        language,
+        language_oid,
         document_ids,
         corpus.rows,
         fold_every=fold_every,
@@ -445,7 +445,7 @@ async def load(
         None,
         None,
     )
-    return int(collection_id), int(language), report
+    return int(collection_id), int(language_oid), report
 
 
 STORAGE_ROWS = (
@@ -948,7 +948,7 @@ async def run(args: argparse.Namespace, corpora: list[str]) -> None:
         database = f"cari_bench_keyword_{name}_{args.language}"
         async with fresh_runtime(database, settings) as rt:
             # The next corpus goes to a fresh database on the same server.
-            server = psycopg.conninfo.make_conninfo(rt.pool.conninfo, dbname="postgres")
+            server = psycopg.conninfo.make_conninfo(dsn_of(rt.pool), dbname="postgres")
             settings = settings.model_copy(update={"database_url": server})
             engine = str(await rt.keyword_engine.current())
             async with rt.pool.connection() as conn:

@@ -103,11 +103,10 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg.conninfo import make_conninfo
 
-from bench.database import fresh_runtime
+from bench.harness import RESULTS, dsn_of, fresh_runtime, shown
 from bench.search import (
     COLLECTION,
     MODES,
-    ROOT,
     TOP_K,
     base_vectors,
     load_corpus,
@@ -118,7 +117,7 @@ from bench.search import (
 from cari.settings import load_settings
 
 DATABASE = "cari_bench_load"
-OUT = ROOT / "bench" / "results" / "load.json"
+OUT = RESULTS / "load.json"
 # A server started with CARI_KEYWORD_ENGINE=sql first unfolds the extension's blocks into rows
 # (minutes at 100k chunks on a busy machine): it is ready after that.
 READY_TIMEOUT_S = 900
@@ -445,10 +444,6 @@ def save(report: Mapping[str, Any], out: Path) -> None:
     out.write_text(json.dumps(report, indent=1) + "\n")
 
 
-def shown(path: Path) -> str:
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
-
 async def run(args: argparse.Namespace) -> None:
     began = time.perf_counter()
     # The served model is the local one (below): the corpus's vectors come from it too.
@@ -482,7 +477,7 @@ async def run(args: argparse.Namespace) -> None:
                 base = await base_vectors(rt.embedder, passages)
             if settings.database_url is None:
                 # The next chunk count's database goes on this embedded server, not a new one.
-                server = make_conninfo(pool.conninfo, dbname="postgres")
+                server = make_conninfo(dsn_of(pool), dbname="postgres")
                 settings = settings.model_copy(update={"database_url": server})
             vectors, _ = synthetic_vectors(base, chunks)
             await load_corpus(pool, settings, passages, vectors, language=args.language)
@@ -492,7 +487,7 @@ async def run(args: argparse.Namespace) -> None:
                     "SELECT version(), pg_size_pretty(pg_total_relation_size('chunks'))"
                 )
                 version, size = await cur.fetchone() or ("?", "?")
-            dsn = pool.conninfo
+            dsn = dsn_of(pool)
 
         cells = len(BASELINES) + sum(len(PHASES[mode]) for mode in args.modes)
         cells *= len(args.concurrency)

@@ -51,29 +51,37 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
 import json
 import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytrec_eval
 
-from bench.database import fresh_runtime
 from bench.embedding_cache import CACHE_DIR, CachingEmbedder
+from bench.harness import (
+    DATASETS,
+    Qrels,
+    Ranking,
+    corpus_records,
+    default_language,
+    fresh_runtime,
+    load_qrels,
+    load_queries,
+)
 from cari import collection
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import Ingestor
 from cari.ingest.store import NewDocument
+from cari.limits import Mode
 from cari.runtime import Runtime
-from cari.search.engine import Mode, SearchRequest
+from cari.search.engine import SearchRequest
 from cari.search.fusion import Candidate, weighted_rrf
 from cari.settings import load_settings
 
-DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "datasets"
 RUNS_DIR = CACHE_DIR / "runs"
 MODES: tuple[Mode, ...] = ("keyword", "vector", "hybrid")
 BASELINES = ("ts_rank_cd", "rrf equal", "tutorial hybrid")
@@ -102,57 +110,6 @@ CHUNK_DOCUMENTS = """
 SELECT c.id, d.external_id FROM chunks c JOIN documents d ON d.id = c.document_id
 JOIN collections k ON k.id = c.collection_id WHERE k.name = %(name)s
 """
-
-Qrels = dict[str, dict[str, int]]
-Ranking = dict[str, list[str]]  # query id -> document ids, best first
-
-
-# -- the dataset --------------------------------------------------------------------------------
-
-
-def default_language(dataset: Path) -> str:
-    return "indonesian" if "tydi" in dataset.name.lower() else "english"
-
-
-def load_queries(dataset: Path) -> dict[str, str]:
-    """Query id -> text, in file order."""
-    queries: dict[str, str] = {}
-    with (dataset / "queries.jsonl").open(encoding="utf-8") as lines:
-        for line in lines:
-            if line.strip():
-                row = json.loads(line)
-                queries[str(row["_id"])] = str(row["text"])
-    return queries
-
-
-def load_qrels(dataset: Path, split: str) -> Qrels:
-    """`qrels/<split>.tsv` (header `query-id corpus-id score`) as {query: {document: grade}}."""
-    qrels: Qrels = {}
-    with (dataset / "qrels" / f"{split}.tsv").open(encoding="utf-8", newline="") as lines:
-        rows = csv.reader(lines, delimiter="\t")
-        header = next(rows, None)
-        if header is None or [h.strip() for h in header[:3]] != [
-            "query-id",
-            "corpus-id",
-            "score",
-        ]:
-            raise ValueError(f"qrels/{split}.tsv: expected the header 'query-id corpus-id score'")
-        for row in rows:
-            if row:
-                qrels.setdefault(row[0].strip(), {})[row[1].strip()] = int(float(row[2]))
-    return qrels
-
-
-def corpus_records(dataset: Path) -> Iterator[dict[str, str]]:
-    with (dataset / "corpus.jsonl").open(encoding="utf-8") as lines:
-        for line in lines:
-            if line.strip():
-                row = json.loads(line)
-                yield {
-                    "id": str(row["_id"]),
-                    "title": str(row.get("title") or ""),
-                    "text": str(row.get("text") or ""),
-                }
 
 
 # -- metrics ------------------------------------------------------------------------------------

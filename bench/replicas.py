@@ -55,6 +55,7 @@ import httpx
 import psutil
 import psycopg
 
+from bench.harness import RESULTS, shown
 from bench.load import (
     JSON_HEADERS,
     REQUEST_TIMEOUT_S,
@@ -65,15 +66,14 @@ from bench.load import (
     scrape,
     search_target,
     served,
-    shown,
 )
-from bench.search import ROOT, base_vectors, load_corpus, load_passages, load_queries
+from bench.search import base_vectors, load_corpus, load_passages, load_queries
 from bench.search import synthetic_vectors as synthetic
 from cari import embedded, migrations, standby
 from cari.runtime import open_runtime
 from cari.settings import load_settings
 
-OUT = ROOT / "bench" / "results" / "replicas.json"
+OUT = RESULTS / "replicas.json"
 SHARED_BUFFERS_MB = 256
 SETUPS = {"primary": 0, "1 standby": 1, "2 standbys": 2}
 CATCH_UP_TIMEOUT_S = 120

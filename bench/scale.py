@@ -88,7 +88,7 @@ import psutil
 import psycopg
 from psycopg import sql
 
-from bench.database import fresh_runtime
+from bench.harness import fresh_runtime
 from bench.search import SIGMA, base_vectors, load_passages
 from cari.settings import load_settings
 

@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.quality import DATASETS, document_ranking, evaluate, load_qrels
+from bench.harness import DATASETS, load_qrels
+from bench.quality import document_ranking, evaluate
 from bench.threshold import EVIDENCE, TUNING, fitted
 from bench.threshold_small import EVIDENCE as SMALL_EVIDENCE
 from cari.search import fit

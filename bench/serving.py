@@ -72,7 +72,7 @@ import msgspec
 import numpy as np
 import psycopg
 
-from bench.database import fresh_runtime
+from bench.harness import RESULTS, dsn_of, fresh_runtime, shown
 from bench.ingest_path import fast_embedder
 from bench.load import (
     JSON_HEADERS,
@@ -85,11 +85,9 @@ from bench.load import (
     scrape,
     search_target,
     served,
-    shown,
 )
 from bench.search import (
     COLLECTION,
-    ROOT,
     TOP_K,
     Passage,
     base_vectors,
@@ -101,7 +99,7 @@ from bench.search import (
 from cari.settings import Settings, load_settings
 
 DATABASE = "cari_bench_serving"
-OUT = ROOT / "bench" / "results" / "serving.json"
+OUT = RESULTS / "serving.json"
 # Scenario 1's ingestions: each `cari ingest` loads a collection of its own, with the local
 # model's defaults (every core), then with one thread (CARI_EMBEDDING_THREADS=1).
 INGESTIONS = {
@@ -637,7 +635,7 @@ async def run(args: argparse.Namespace) -> None:
         base = await base_vectors(rt.embedder, passages)
         vectors, _ = synthetic_vectors(base, args.chunks)
         await load_corpus(rt.pool, settings, passages, vectors)
-        dsn = str(rt.pool.conninfo)
+        dsn = dsn_of(rt.pool)
     env = {**os.environ, "CARI_EMBEDDER": "local"}
     report = {
         "machine": {"cores": os.cpu_count(), "omp_num_threads": omp},

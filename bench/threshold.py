@@ -44,17 +44,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.database import fresh_runtime
 from bench.embedding_cache import CACHE_DIR, CachingEmbedder
-from bench.quality import (
-    DATASETS,
-    default_language,
-    document_ranking,
-    evaluate,
-    ingest_corpus,
-    load_qrels,
-    load_queries,
-)
+from bench.harness import DATASETS, default_language, fresh_runtime, load_qrels, load_queries
+from bench.quality import document_ranking, evaluate, ingest_corpus
 from cari import collection
 from cari.search import fit
 from cari.search.engine import Searcher, SearchRequest

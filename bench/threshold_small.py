@@ -25,9 +25,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.database import fresh_runtime
 from bench.embedding_cache import CACHE_DIR, CachingEmbedder
-from bench.quality import DATASETS, corpus_records, default_language, load_qrels, load_queries
+from bench.harness import (
+    DATASETS,
+    corpus_records,
+    default_language,
+    fresh_runtime,
+    load_qrels,
+    load_queries,
+)
 from bench.threshold import (
     THRESHOLD,
     Runs,

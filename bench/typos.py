@@ -54,20 +54,17 @@ from typing import Any
 
 from bench import search as synthetic
 from bench.bm25_quality import cari_ranker, load, timed_ranking
-from bench.database import fresh_runtime
 from bench.embedding_cache import CachingEmbedder
-from bench.quality import (
-    CHUNK_DOCUMENTS,
+from bench.harness import (
     DATASETS,
     Qrels,
     default_language,
-    document_ranking,
-    evaluate,
-    ingest_corpus,
+    fetch_ms,
+    fresh_runtime,
     load_qrels,
     load_queries,
-    mean_metrics,
 )
+from bench.quality import CHUNK_DOCUMENTS, document_ranking, evaluate, ingest_corpus, mean_metrics
 from cari import collection
 from cari.queries import query
 from cari.search import bm25
@@ -165,13 +162,6 @@ WHERE c.id = %(collection_id)s AND %(candidates)s > 0
 """
 
 
-async def timed(conn: Any, statement: str, params: dict[str, Any]) -> float:
-    started = time.perf_counter()
-    cur = await conn.execute(statement, params)
-    await cur.fetchall()
-    return (time.perf_counter() - started) * 1000
-
-
 def summary(values: list[float]) -> str:
     p95 = statistics.quantiles(values, n=20)[-1]
     mean, median = statistics.fmean(values), statistics.median(values)
@@ -200,8 +190,11 @@ async def latency(chunks: int, query_count: int, rounds: int, on: float) -> None
         engine = await rt.keyword_engine.current()
         # The service's engine first (on the blocks a bulk load leaves, with the extension);
         # then, with the extension, the same blocks unfolded into rows for the SQL statement.
-        engines = [engine.name] if engine.name == "sql" else [engine.name, "sql"]
-        base = {"collection_id": collection_id, "candidates": settings.search_candidates}
+        engines: list[bm25.Engine] = [engine.name] if engine.name == "sql" else [engine.name, "sql"]
+        base: dict[str, Any] = {
+            "collection_id": collection_id,
+            "candidates": settings.search_candidates,
+        }
         for name in engines:
             if name == "sql" and engine.name != "sql":
                 async with rt.pool.connection() as conn:
@@ -258,8 +251,8 @@ async def _latency_rounds(
                 first = (n + round_) % 2
                 for form in ("correct", "misspelled")[:: -1 if first else 1]:
                     params = {**base, "query": forms[form][n]}
-                    took = await timed(conn, keyword, params)
-                    step = await timed(conn, ANALYSIS, params)
+                    took = await fetch_ms(conn, keyword, params)
+                    step = await fetch_ms(conn, ANALYSIS, params)
                     if round_:
                         times.setdefault(f"{form}, typo_weight {weight:g}", []).append(took)
                         name = f"  analysis alone: {form}, typo_weight {weight:g}"
