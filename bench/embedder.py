@@ -68,8 +68,12 @@ class Before:
         for start in range(0, len(texts), 32):
             await self._run(texts[start : start + 32], False)
 
+    async def aclose(self) -> None:
+        """Nothing to close: the model is freed with the process."""
+
 
 def _now() -> Any:
+    """The local embedder as `open_runtime` builds it (no database: the embedder alone)."""
     from cari.runtime import make_embedder
     from cari.settings import load_settings
 
@@ -96,6 +100,13 @@ def _busy(count: int) -> list[subprocess.Popen[bytes]]:
 
 async def child(policy: str, queries: int, passages: int, load: int) -> dict[str, Any]:
     embedder = Before() if policy == "before" else _now()
+    try:
+        return await _measure(embedder, queries, passages, load)
+    finally:
+        await embedder.aclose()
+
+
+async def _measure(embedder: Any, queries: int, passages: int, load: int) -> dict[str, Any]:
     await embedder.embed_query("warm up")
     await embedder.embed_documents([passage("warm")])
     result: dict[str, Any] = {"alone": _percentiles(await _queries(embedder, queries, 0))}
