@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -177,6 +178,13 @@ async def fetch_ms(conn: Any, statement: Any, params: dict[str, Any]) -> float:
     cur = await conn.execute(statement, params)
     await cur.fetchall()
     return since_ms(started)
+
+
+def summary_ms(values: Sequence[float]) -> str:
+    """Mean, median and p95 (`statistics`' exclusive quantiles) of milliseconds, in one line."""
+    p95 = statistics.quantiles(values, n=20)[-1]
+    mean, median = statistics.fmean(values), statistics.median(values)
+    return f"mean {mean:6.2f} ms, p50 {median:6.2f}, p95 {p95:6.2f}"
 
 
 def percentiles(values: Sequence[float], points: Sequence[float] = (50, 95, 99)) -> list[float]:

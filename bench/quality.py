@@ -71,6 +71,7 @@ from bench.harness import (
     fresh_runtime,
     load_qrels,
     load_queries,
+    since_ms,
 )
 from cari import collection
 from cari.ingest.formats import Section
@@ -231,7 +232,7 @@ async def run_quality(
     and per-query metrics, the document rankings, each query's retriever lists (chunk id,
     score) with the chunks' documents, and the embedding cache's hit rate (None without)."""
     began = time.perf_counter()
-    pool, embedder, settings = rt.pool, rt.embedder, rt.settings
+    embedder, settings = rt.embedder, rt.settings
     language = language or default_language(dataset)
     queries = load_queries(dataset)
     qrels_all = load_qrels(dataset, split)
@@ -243,68 +244,16 @@ async def run_quality(
     spec = collection.CollectionCreate(name=collection_name, language=language)
     if bm25_k3 is not None:
         spec = msgspec.structs.replace(spec, bm25_k3=bm25_k3)
-    async with pool.connection() as conn:
-        created = await collection.create(conn, spec, settings)
-    counts = await ingest_corpus(rt.ingestor, collection_name, dataset, progress)
-    async with pool.connection() as conn:
-        await conn.execute("VACUUM (ANALYZE) chunks, postings")  # the state autovacuum leaves
-        cur = await conn.execute(CHUNK_DOCUMENTS, {"name": collection_name})
-        documents = {int(chunk_id): str(doc) for chunk_id, doc in await cur.fetchall()}
-        cur = await conn.execute(
-            "SELECT id FROM collections WHERE name = %(name)s", {"name": collection_name}
-        )
-        collection_id = (await cur.fetchone() or (None,))[0]
+    created, counts, documents, collection_id = await ingest_collection(rt, spec, dataset, progress)
     ingested = time.perf_counter()
     if progress is not None:
         progress(
             f"  ingest done: {counts['documents']:,} documents, {counts['chunks']:,} chunks in "
             f"{ingested - began:.0f} s; searching {len(judged)} queries"
         )
-
-    searcher = rt.searcher
-    chunk_runs: dict[str, dict[str, list[Candidate]]] = {
-        name: {} for name in (*MODES, "ts_rank_cd")
-    }
-    latency: dict[str, list[float]] = {name: [] for name in (*MODES, "ts_rank_cd")}
     ts_params = {"collection_id": collection_id, "language": language, "depth": DEPTH}
-    for qid in judged:
-        for mode in MODES:
-            # Hybrid as users get it: the server's candidates per retriever.
-            depth = None if mode == "hybrid" else DEPTH
-            # Threshold 0: this measures the ranking (bench.threshold measures the cut).
-            request = SearchRequest(
-                query=queries[qid], mode=mode, top_k=DEPTH, candidates=depth, threshold=0
-            )
-            started = time.perf_counter()
-            response = await searcher.search(collection_name, request)
-            latency[mode].append((time.perf_counter() - started) * 1000)
-            if response.degraded:
-                raise RuntimeError(f"search degraded ({response.warnings}): figures would be wrong")
-            chunk_runs[mode][qid] = [
-                Candidate(r.chunk_id, r.retrievers[mode].score if mode != "hybrid" else r.score)
-                for r in response.results
-                if r.chunk_id is not None  # the sets have no catalog: nothing else comes back
-            ]
-        async with pool.connection() as conn:
-            started = time.perf_counter()
-            cur = await conn.execute(TS_RANK_AND, {**ts_params, "query": queries[qid]})
-            rows = await cur.fetchall()
-            latency["ts_rank_cd"].append((time.perf_counter() - started) * 1000)
-        chunk_runs["ts_rank_cd"][qid] = [Candidate(int(r[0]), 0.0) for r in rows]
-
-    equal = {"keyword": 1.0, "vector": 1.0}
-    for name, keyword_run in (("rrf equal", "keyword"), ("tutorial hybrid", "ts_rank_cd")):
-        chunk_runs[name] = {
-            qid: [
-                Candidate(f.chunk_id, f.score)
-                for f in weighted_rrf(
-                    {"keyword": chunk_runs[keyword_run][qid], "vector": chunk_runs["vector"][qid]},
-                    equal,
-                    RRF_K,
-                )[:DEPTH]
-            ]
-            for qid in judged
-        }
+    chunk_runs, latency = await search_runs(rt, collection_name, ts_params, queries, judged)
+    add_fused_baselines(chunk_runs, judged)
     rankings = {
         name: {qid: document_ranking([documents[c.chunk_id] for c in run[qid]]) for qid in judged}
         for name, run in chunk_runs.items()
@@ -354,6 +303,87 @@ async def run_quality(
         if stats is None
         else {"hits": stats.hits, "misses": stats.misses, "hit_rate": stats.hit_rate},
     }
+
+
+async def ingest_collection(
+    rt: Runtime,
+    spec: collection.CollectionCreate,
+    dataset: Path,
+    progress: Callable[[str], None] | None,
+) -> tuple[collection.Collection, dict[str, int], dict[int, str], Any]:
+    """The collection `spec` created and `dataset` ingested into it, vacuumed: the collection,
+    the ingest's counts, each chunk's document id, and the collection's id."""
+    async with rt.pool.connection() as conn:
+        created = await collection.create(conn, spec, rt.settings)
+    counts = await ingest_corpus(rt.ingestor, spec.name, dataset, progress)
+    async with rt.pool.connection() as conn:
+        await conn.execute("VACUUM (ANALYZE) chunks, postings")  # the state autovacuum leaves
+        cur = await conn.execute(CHUNK_DOCUMENTS, {"name": spec.name})
+        documents = {int(chunk_id): str(doc) for chunk_id, doc in await cur.fetchall()}
+        cur = await conn.execute(
+            "SELECT id FROM collections WHERE name = %(name)s", {"name": spec.name}
+        )
+        collection_id = (await cur.fetchone() or (None,))[0]
+    return created, counts, documents, collection_id
+
+
+async def search_runs(
+    rt: Runtime,
+    collection_name: str,
+    ts_params: dict[str, Any],
+    queries: dict[str, str],
+    judged: list[str],
+) -> tuple[dict[str, dict[str, list[Candidate]]], dict[str, list[float]]]:
+    """Each judged query in every mode through the searcher, and by `ts_rank_cd`: the chunks
+    found per run and query, and each run's latencies in ms."""
+    chunk_runs: dict[str, dict[str, list[Candidate]]] = {
+        name: {} for name in (*MODES, "ts_rank_cd")
+    }
+    latency: dict[str, list[float]] = {name: [] for name in (*MODES, "ts_rank_cd")}
+    for qid in judged:
+        for mode in MODES:
+            # Hybrid as users get it: the server's candidates per retriever.
+            depth = None if mode == "hybrid" else DEPTH
+            # Threshold 0: this measures the ranking (bench.threshold measures the cut).
+            request = SearchRequest(
+                query=queries[qid], mode=mode, top_k=DEPTH, candidates=depth, threshold=0
+            )
+            started = time.perf_counter()
+            response = await rt.searcher.search(collection_name, request)
+            latency[mode].append(since_ms(started))
+            if response.degraded:
+                raise RuntimeError(f"search degraded ({response.warnings}): figures would be wrong")
+            chunk_runs[mode][qid] = [
+                Candidate(r.chunk_id, r.retrievers[mode].score if mode != "hybrid" else r.score)
+                for r in response.results
+                if r.chunk_id is not None  # the sets have no catalog: nothing else comes back
+            ]
+        async with rt.pool.connection() as conn:
+            started = time.perf_counter()
+            cur = await conn.execute(TS_RANK_AND, {**ts_params, "query": queries[qid]})
+            rows = await cur.fetchall()
+            latency["ts_rank_cd"].append(since_ms(started))
+        chunk_runs["ts_rank_cd"][qid] = [Candidate(int(r[0]), 0.0) for r in rows]
+    return chunk_runs, latency
+
+
+def add_fused_baselines(
+    chunk_runs: dict[str, dict[str, list[Candidate]]], judged: list[str]
+) -> None:
+    """Equal-weight RRF of keyword and vector, and the tutorial's of ts_rank_cd and vector."""
+    equal = {"keyword": 1.0, "vector": 1.0}
+    for name, keyword_run in (("rrf equal", "keyword"), ("tutorial hybrid", "ts_rank_cd")):
+        chunk_runs[name] = {
+            qid: [
+                Candidate(f.chunk_id, f.score)
+                for f in weighted_rrf(
+                    {"keyword": chunk_runs[keyword_run][qid], "vector": chunk_runs["vector"][qid]},
+                    equal,
+                    RRF_K,
+                )[:DEPTH]
+            ]
+            for qid in judged
+        }
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float]:

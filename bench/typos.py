@@ -63,6 +63,7 @@ from bench.harness import (
     fresh_runtime,
     load_qrels,
     load_queries,
+    summary_ms,
 )
 from bench.quality import CHUNK_DOCUMENTS, document_ranking, evaluate, ingest_corpus, mean_metrics
 from cari import collection
@@ -162,12 +163,6 @@ WHERE c.id = %(collection_id)s AND %(candidates)s > 0
 """
 
 
-def summary(values: list[float]) -> str:
-    p95 = statistics.quantiles(values, n=20)[-1]
-    mean, median = statistics.fmean(values), statistics.median(values)
-    return f"mean {mean:6.2f} ms, p50 {median:6.2f}, p95 {p95:6.2f}"
-
-
 async def latency(chunks: int, query_count: int, rounds: int, on: float) -> None:
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0, embedder="local")
     async with fresh_runtime("cari_bench_typos_latency", settings) as rt:
@@ -217,7 +212,7 @@ async def latency(chunks: int, query_count: int, rounds: int, on: float) -> None
                 f"candidates; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}:"
             )
             for label, values in times.items():
-                print(f"  {label:<50} {summary(values)}")
+                print(f"  {label:<50} {summary_ms(values)}")
             off = times["misspelled, typo_weight 0"]
             added = times[f"misspelled, typo_weight {on:g}"]
             p95 = statistics.quantiles(added, n=20)[-1] - statistics.quantiles(off, n=20)[-1]
