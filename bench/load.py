@@ -108,13 +108,15 @@ from bench.search import (
     COLLECTION,
     MODES,
     TOP_K,
+    Passage,
     base_vectors,
     load_corpus,
     load_passages,
     load_queries,
     synthetic_vectors,
 )
-from cari.settings import load_settings
+from cari.runtime import Runtime
+from cari.settings import Settings, load_settings
 
 DATABASE = "cari_bench_load"
 OUT = RESULTS / "load.json"
@@ -472,22 +474,14 @@ async def run(args: argparse.Namespace) -> None:
     env = {**os.environ, "CARI_EMBEDDER": "local"}
     for chunks in args.chunks:
         async with fresh_runtime(DATABASE, settings) as rt:
-            pool = rt.pool
             if base is None:
                 base = await base_vectors(rt.embedder, passages)
             if settings.database_url is None:
                 # The next chunk count's database goes on this embedded server, not a new one.
-                server = make_conninfo(dsn_of(pool), dbname="postgres")
+                server = make_conninfo(dsn_of(rt.pool), dbname="postgres")
                 settings = settings.model_copy(update={"database_url": server})
-            vectors, _ = synthetic_vectors(base, chunks)
-            await load_corpus(pool, settings, passages, vectors, language=args.language)
-            del vectors
-            async with pool.connection() as conn:
-                cur = await conn.execute(
-                    "SELECT version(), pg_size_pretty(pg_total_relation_size('chunks'))"
-                )
-                version, size = await cur.fetchone() or ("?", "?")
-            dsn = dsn_of(pool)
+            version, size = await loaded(rt, settings, passages, base, chunks, args.language)
+            dsn = dsn_of(rt.pool)
 
         cells = len(BASELINES) + sum(len(PHASES[mode]) for mode in args.modes)
         cells *= len(args.concurrency)
@@ -497,42 +491,73 @@ async def run(args: argparse.Namespace) -> None:
             flush=True,
         )
         for engine in args.engines:
-            before = os.getloadavg()
-            started = time.perf_counter()
-            measured = await measure(
-                dsn,
-                queries,
-                modes=args.modes,
-                concurrencies=args.concurrency,
-                duration=args.duration,
-                max_requests=args.max_requests,
-                env={**env, "CARI_KEYWORD_ENGINE": engine},
-                computed="computed" in args.phases,
-            )
-            took = time.perf_counter() - started
-            after = os.getloadavg()
-            ready = measured["readyz"]
-            served_by = " ".join(
-                str(x)
-                for x in (ready.get("keyword_engine"), ready.get("keyword_engine_version"))
-                if x
-            )
-            report["runs"].append(
-                {
-                    "chunks": chunks,
-                    "table_size": size,
-                    "keyword_engine_setting": engine,
-                    "keyword_engine": served_by,
-                    "load_average": {"before": before, "after": after},
-                    "seconds": round(took, 1),
-                    **measured,
-                }
-            )
+            found = await measure_engine(dsn, queries, args, {**env, "CARI_KEYWORD_ENGINE": engine})
+            report["runs"].append({"chunks": chunks, "table_size": size, **found})
             save(report, args.out)
             report_run(
-                chunks, engine, served_by, note, before, after, took, queries, args, measured
+                chunks,
+                engine,
+                found["keyword_engine"],
+                note,
+                found["load_average"]["before"],
+                found["load_average"]["after"],
+                found["seconds"],
+                queries,
+                args,
+                found,
             )
     print(f"\nJSON: {shown(args.out)}; total runtime {time.perf_counter() - began:.0f} s")
+
+
+async def loaded(
+    rt: Runtime,
+    settings: Settings,
+    passages: list[Passage],
+    base: np.ndarray,
+    chunks: int,
+    language: str,
+) -> tuple[str, str]:
+    """`bench.search`'s corpus of `chunks` loaded: the server's version and the table's size."""
+    vectors, _ = synthetic_vectors(base, chunks)
+    await load_corpus(rt.pool, settings, passages, vectors, language=language)
+    del vectors
+    async with rt.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT version(), pg_size_pretty(pg_total_relation_size('chunks'))"
+        )
+        version, size = await cur.fetchone() or ("?", "?")
+    return str(version), str(size)
+
+
+async def measure_engine(
+    dsn: str, queries: list[str], args: argparse.Namespace, env: dict[str, str]
+) -> dict[str, Any]:
+    """Every cell against a server with `env` (its keyword engine): the run's figures."""
+    before = os.getloadavg()
+    started = time.perf_counter()
+    measured = await measure(
+        dsn,
+        queries,
+        modes=args.modes,
+        concurrencies=args.concurrency,
+        duration=args.duration,
+        max_requests=args.max_requests,
+        env=env,
+        computed="computed" in args.phases,
+    )
+    took = time.perf_counter() - started
+    after = os.getloadavg()
+    ready = measured["readyz"]
+    served_by = " ".join(
+        str(x) for x in (ready.get("keyword_engine"), ready.get("keyword_engine_version")) if x
+    )
+    return {
+        "keyword_engine_setting": env["CARI_KEYWORD_ENGINE"],
+        "keyword_engine": served_by,
+        "load_average": {"before": before, "after": after},
+        "seconds": round(took, 1),
+        **measured,
+    }
 
 
 def report_run(
