@@ -283,6 +283,22 @@ async def run_quality(
         "runs": {name: mean_metrics(per_query[name]) for name in runs},
         "per_query": per_query,
         "rankings": rankings,
+        **retriever_lists(chunk_runs, documents, judged),
+        "no_results": {name: sum(1 for d in rankings[name].values() if not d) for name in runs},
+        "latency_ms": {name: percentiles(values) for name, values in latency.items()},
+        "timings_s": {"ingest": ingested - began, "total": time.perf_counter() - began},
+        "cache": None
+        if stats is None
+        else {"hits": stats.hits, "misses": stats.misses, "hit_rate": stats.hit_rate},
+    }
+
+
+def retriever_lists(
+    chunk_runs: dict[str, dict[str, list[Candidate]]], documents: dict[int, str], judged: list[str]
+) -> dict[str, Any]:
+    """What bench.fusion replays: each query's keyword and vector lists (chunk id, score), and
+    the document of every chunk in them."""
+    return {
         "lists": {
             qid: {
                 name: [[c.chunk_id, c.score] for c in chunk_runs[name][qid]]
@@ -296,12 +312,6 @@ async def run_quality(
             for run in chunk_runs[name].values()
             for c in run
         },
-        "no_results": {name: sum(1 for d in rankings[name].values() if not d) for name in runs},
-        "latency_ms": {name: percentiles(values) for name, values in latency.items()},
-        "timings_s": {"ingest": ingested - began, "total": time.perf_counter() - began},
-        "cache": None
-        if stats is None
-        else {"hits": stats.hits, "misses": stats.misses, "hit_rate": stats.hit_rate},
     }
 
 
