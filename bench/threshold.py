@@ -48,10 +48,11 @@ from bench.embedding_cache import CACHE_DIR, CachingEmbedder
 from bench.harness import DATASETS, default_language, fresh_runtime, load_qrels, load_queries
 from bench.quality import document_ranking, evaluate, ingest_corpus
 from cari import collection
+from cari.runtime import Runtime
 from cari.search import fit
 from cari.search.engine import Searcher, SearchRequest
 from cari.search.relevance import Evidence, Scale, keep
-from cari.settings import load_settings
+from cari.settings import Settings, load_settings
 
 DATABASE = "cari_bench_threshold"
 EVIDENCE = CACHE_DIR / "threshold-evidence.json"
@@ -84,28 +85,14 @@ def off_topic(query_folder: str, collection_name: str) -> bool:
 async def gather(folders: Sequence[Path], *, search: bool = True) -> dict[str, Any]:
     """Ingest every set, probe each collection as `cari.search.fit` does, and (`search`) run
     every judged question on-topic and off-topic."""
-    settings = load_settings(
-        reembed_interval_s=0,
-        statement_timeout_ms=0,
-        # On a busy machine a question's embedding may take seconds: a search that gave up on
-        # it would degrade to keyword results, and its evidence would have no cosine.
-        embedding_query_timeout_s=600,
-    )
+    settings = evidence_settings()
     runs: Runs = {}
     chunks: dict[str, int] = {}
-    probes: dict[str, dict[str, list[float]]] = {}
     async with fresh_runtime(DATABASE, settings, wrap_embedder=CachingEmbedder) as rt:
         pool, ingestor, searcher = rt.pool, rt.ingestor, rt.searcher
         for folder in folders:
             began = time.perf_counter()
-            async with pool.connection() as conn:
-                await collection.create(
-                    conn,
-                    collection.CollectionCreate(
-                        name=folder.name, language=default_language(folder), threshold=0
-                    ),
-                    settings,
-                )
+            await create_collection(rt, folder)
             counts = await ingest_corpus(ingestor, folder.name, folder)
             chunks[folder.name] = counts["chunks"]
             print(
@@ -115,22 +102,16 @@ async def gather(folders: Sequence[Path], *, search: bool = True) -> dict[str, A
             )
         async with pool.connection() as conn:
             await conn.execute("VACUUM (ANALYZE) chunks, postings")
-            cur = await conn.execute(
-                "SELECT c.id, d.external_id FROM chunks c JOIN documents d ON d.id = c.document_id"
+            documents = await chunk_documents(conn)
+            probes = await probe_all(
+                rt,
+                conn,
+                folders,
+                lambda name, found, seconds: (
+                    f"probed {name}: {len(found.on_topic)} own, {len(found.off_topic)} "
+                    f"other-subject questions in {seconds:.1f} s"
+                ),
             )
-            documents = {int(chunk): str(doc) for chunk, doc in await cur.fetchall()}
-            for folder in folders:
-                began = time.perf_counter()
-                found = await fit.probe(
-                    conn, await collection_id(conn, folder.name), rt.embedder, settings
-                )
-                assert found is not None
-                probes[folder.name] = asdict(found)
-                print(
-                    f"probed {folder.name}: {len(found.on_topic)} own, {len(found.off_topic)} "
-                    f"other-subject questions in {time.perf_counter() - began:.1f} s",
-                    flush=True,
-                )
         for label, folder, split in query_sets(folders) if search else []:
             queries = load_queries(folder)
             judged = [qid for qid in queries if qid in load_qrels(folder, split)]
@@ -149,6 +130,52 @@ async def gather(folders: Sequence[Path], *, search: bool = True) -> dict[str, A
                     flush=True,
                 )
     return {"chunks": chunks, "runs": runs, "probes": probes}
+
+
+def evidence_settings() -> Settings:
+    return load_settings(
+        reembed_interval_s=0,
+        statement_timeout_ms=0,
+        # On a busy machine a question's embedding may take seconds: a search that gave up on
+        # it would degrade to keyword results, and its evidence would have no cosine.
+        embedding_query_timeout_s=600,
+    )
+
+
+async def create_collection(rt: Runtime, folder: Path) -> None:
+    """The set's collection, in its language, with no relevance threshold."""
+    async with rt.pool.connection() as conn:
+        await collection.create(
+            conn,
+            collection.CollectionCreate(
+                name=folder.name, language=default_language(folder), threshold=0
+            ),
+            rt.settings,
+        )
+
+
+async def chunk_documents(conn: Any) -> dict[int, str]:
+    """Every chunk's document (external id)."""
+    cur = await conn.execute(
+        "SELECT c.id, d.external_id FROM chunks c JOIN documents d ON d.id = c.document_id"
+    )
+    return {int(chunk): str(doc) for chunk, doc in await cur.fetchall()}
+
+
+async def probe_all(
+    rt: Runtime, conn: Any, folders: Sequence[Path], line: Callable[[str, fit.Probes, float], str]
+) -> dict[str, dict[str, list[float]]]:
+    """Each set's collection probed as `cari.search.fit` does; `line` says each as it is done."""
+    probes: dict[str, dict[str, list[float]]] = {}
+    for folder in folders:
+        began = time.perf_counter()
+        found = await fit.probe(
+            conn, await collection_id(conn, folder.name), rt.embedder, rt.settings
+        )
+        assert found is not None
+        probes[folder.name] = asdict(found)
+        print(line(folder.name, found, time.perf_counter() - began), flush=True)
+    return probes
 
 
 async def collection_id(conn: Any, name: str) -> int:
