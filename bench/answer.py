@@ -13,12 +13,12 @@ relevant for the question (qrels), against how often the search's top k holds on
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import time
 from pathlib import Path
 
+from bench import harness
 from bench.embedding_cache import CachingEmbedder
 from bench.harness import DATASETS, default_language, fresh_runtime, load_qrels, load_queries
 from bench.quality import ingest_corpus
@@ -83,7 +83,7 @@ async def run(dataset: Path, split: str, limit: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--dataset", type=Path, default=DATASETS / "tydiqa-goldp-id")
     parser.add_argument("--split", default="test")
     parser.add_argument("--queries", type=int, default=200)

@@ -52,11 +52,12 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
+from bench import harness
 from bench.harness import (
-    DATASETS,
     Qrels,
     Ranking,
     corpus_records,
+    datasets_with,
     default_language,
     dsn_of,
     fresh_runtime,
@@ -300,9 +301,7 @@ def report(result: dict[str, Any]) -> str:
 
 async def main_async(args: argparse.Namespace) -> None:
     settings = load_settings()
-    folders = args.dataset or sorted(
-        d for d in DATASETS.iterdir() if (d / "qrels" / f"{args.split}.tsv").exists()
-    )
+    folders = args.dataset or datasets_with(args.split)
     for folder in folders:
         started = time.perf_counter()
         result = await run_dataset(settings, Path(folder), args.split, args.title_boost, args.k3)
@@ -311,7 +310,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--dataset", type=Path, action="append", help="a BEIR-format folder")
     parser.add_argument("--split", default="test", help="qrels split (default: test)")
     parser.add_argument(

@@ -49,6 +49,7 @@ import httpx
 import psycopg
 from psycopg import sql
 
+from bench import harness
 from bench.fast_embedder import vector_for
 from bench.harness import ROOT, fresh_database, runtime_on
 from bench.ingest_path import (
@@ -377,7 +378,7 @@ def _accepts(data_dir: Path, killed: int) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--live", type=int, default=20_000)
     parser.add_argument("--records", type=int, default=2_000)
     parser.add_argument("--writers", type=int, default=2)
@@ -389,7 +390,7 @@ def main() -> None:
     if args.load:
         load(args.load[0], args.load[1], Path(args.load[2]))
         return
-    print(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+    print(f"OMP_NUM_THREADS={harness.omp_note()}")
     with fast_embedder() as env:
         env = {**env, "CARI_EMBEDDERS": embedders(env)}
         os.environ.update(env)

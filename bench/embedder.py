@@ -30,8 +30,8 @@ import time
 from typing import Any
 
 import anyio
-import numpy as np
 
+from bench import harness
 from bench.harness import timed
 
 QUESTION = "berapa cicilan honda civic dengan dp 50 juta tenor {} tahun?"
@@ -81,10 +81,8 @@ def _now() -> Any:
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
-    return {
-        "p50": round(float(np.percentile(values, 50)), 1),
-        "p95": round(float(np.percentile(values, 95)), 1),
-    }
+    p50, p95 = harness.percentiles(values, (50, 95))
+    return {"p50": round(p50, 1), "p95": round(p95, 1)}
 
 
 async def _queries(embedder: Any, count: int, offset: int) -> list[float]:
@@ -146,7 +144,7 @@ async def _measure(embedder: Any, queries: int, passages: int, load: int) -> dic
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--passages", type=int, default=32)
     parser.add_argument("--load", type=int, default=2, help="busy processes beside the queries")
@@ -156,8 +154,7 @@ def main() -> None:
         outcome = anyio.run(child, args.child, args.queries, args.passages, args.load)
         print(json.dumps(outcome))
         return
-    unset = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
-    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env = harness.without_omp(os.environ)
     results = {}
     for policy in ("before", "now"):
         command = [sys.executable, "-m", "bench.embedder", "--child", policy]

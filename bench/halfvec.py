@@ -28,9 +28,7 @@ ordered by each expression: which plan PostgreSQL picks, and its p50 over 50 que
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sqlite3
 import time
 from pathlib import Path
@@ -41,6 +39,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
+from bench import harness
 from bench.embedding_cache import cache_path
 from bench.harness import fresh_database
 from cari.migrations import vector_index_statement
@@ -216,7 +215,7 @@ def run(vectors: int, queries: int, wide: int) -> dict[str, Any]:
     report: dict[str, Any] = {
         "vectors": vectors,
         "queries": queries,
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
+        "omp_num_threads": harness.omp_note(),
         "widths": {},
     }
     for width in (384, 1536):
@@ -292,7 +291,7 @@ def show(width: int, figures: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--vectors", type=int, default=12_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--wide", type=int, default=1500)

@@ -19,7 +19,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -157,6 +157,11 @@ def datasets_with(split: str, root: Path = DATASETS) -> list[Path]:
     return sorted(d for d in root.iterdir() if (d / "qrels" / f"{split}.tsv").exists())
 
 
+def judged_datasets(root: Path = DATASETS) -> list[Path]:
+    """Every BEIR folder under `root` that has judgements, by name."""
+    return sorted(d for d in root.iterdir() if (d / "qrels").is_dir())
+
+
 # -- timing and statistics ----------------------------------------------------------------------
 
 
@@ -206,9 +211,24 @@ def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+# What the local model's OpenMP runtime reads: its threads, and how long idle ones spin.
+OMP_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+
+
 def omp_threads() -> str | None:
     """OMP_NUM_THREADS as set for the local model's OpenMP threads, None when unset."""
     return os.environ.get("OMP_NUM_THREADS")
+
+
+def omp_note(unset: str = "unset") -> str:
+    """OMP_NUM_THREADS as a report shows it, `unset` when it is not set."""
+    threads = omp_threads()
+    return unset if threads is None else threads
+
+
+def without_omp(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without the OpenMP variables: the model's own defaults apply."""
+    return {k: v for k, v in env.items() if k not in OMP_VARIABLES}
 
 
 def shown(path: Path) -> str:

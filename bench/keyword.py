@@ -91,6 +91,7 @@ import Stemmer
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from bench import harness
 from bench import search as search_bench
 from bench.harness import dsn_of, fresh_runtime, timed
 from cari.ingest import store
@@ -1040,7 +1041,7 @@ async def run(args: argparse.Namespace, corpora: list[str]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--corpus", default=",".join(CORPORA), help="comma-separated")

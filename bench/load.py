@@ -103,6 +103,7 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg.conninfo import make_conninfo
 
+from bench import harness
 from bench.harness import RESULTS, dsn_of, fresh_runtime, shown
 from bench.search import (
     COLLECTION,
@@ -593,7 +594,7 @@ def report_run(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--chunks", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--duration", type=float, default=15.0, help="seconds per cell")

@@ -61,12 +61,13 @@ from typing import Any
 import msgspec
 import pytrec_eval
 
+from bench import harness
 from bench.embedding_cache import CACHE_DIR, CachingEmbedder
 from bench.harness import (
-    DATASETS,
     Qrels,
     Ranking,
     corpus_records,
+    datasets_with,
     default_language,
     fresh_runtime,
     load_qrels,
@@ -494,9 +495,7 @@ def save(result: dict[str, Any], out: Path, runs_dir: Path = RUNS_DIR) -> None:
 
 async def main_async(args: argparse.Namespace) -> None:
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
-    folders = args.dataset or sorted(
-        d for d in DATASETS.iterdir() if (d / "qrels" / f"{args.split}.tsv").exists()
-    )
+    folders = args.dataset or datasets_with(args.split)
     results = []
     for folder in folders:
         began = time.perf_counter()
@@ -521,7 +520,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument(
         "--dataset", type=Path, action="append", help="a BEIR-format folder (repeatable)"
     )

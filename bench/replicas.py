@@ -55,6 +55,7 @@ import httpx
 import psutil
 import psycopg
 
+from bench import harness
 from bench.harness import RESULTS, shown
 from bench.load import (
     JSON_HEADERS,
@@ -234,7 +235,7 @@ def format_table(summary: Mapping[str, Mapping[str, Any]], names: Sequence[str])
 
 async def run(args: argparse.Namespace) -> None:
     began = time.perf_counter()
-    threads = os.environ.get("OMP_NUM_THREADS", "OpenMP's default (unset)")
+    threads = harness.omp_note("OpenMP's default (unset)")
     print(f"OMP_NUM_THREADS={threads}; {os.cpu_count()} cores", flush=True)
     folder = Path(tempfile.mkdtemp(prefix="cari-bench-replicas-"))
     names = ["primary", "replica1", "replica2"]
@@ -353,7 +354,7 @@ async def measure_round(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--duration", type=float, default=15.0, help="seconds per cell")

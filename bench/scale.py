@@ -69,7 +69,6 @@ Runs on DATABASE_URL if set (the databases stay there), else on a throwaway embe
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import datetime
@@ -88,6 +87,7 @@ import psutil
 import psycopg
 from psycopg import sql
 
+from bench import harness
 from bench.harness import fresh_runtime
 from bench.search import SIGMA, base_vectors, load_passages
 from cari.settings import load_settings
@@ -631,7 +631,7 @@ async def run(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--ef", type=int, nargs="+", default=[40, 100, 200])

@@ -72,6 +72,7 @@ import msgspec
 import numpy as np
 import psycopg
 
+from bench import harness
 from bench.harness import RESULTS, dsn_of, fresh_runtime, shown
 from bench.ingest_path import fast_embedder
 from bench.load import (
@@ -628,7 +629,7 @@ async def run(args: argparse.Namespace) -> None:
     began = time.perf_counter()
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0, embedder="local")
     passages = load_passages()
-    omp = os.environ.get("OMP_NUM_THREADS")
+    omp = harness.omp_threads()
     note = f"{os.cpu_count()} cores; OMP_NUM_THREADS {'unset' if omp is None else omp}"
     print(f"{note}; GOMP_SPINCOUNT {os.environ.get('GOMP_SPINCOUNT', 'unset (Cari: 10000)')}")
     async with fresh_runtime(DATABASE, settings) as rt:
@@ -648,7 +649,7 @@ async def run(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=400)
     parser.add_argument("--duration", type=float, default=15.0, help="seconds per cell")

@@ -33,7 +33,6 @@ the fit existed ingests the sets again to probe them, without searching.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import time
@@ -44,8 +43,16 @@ from typing import Any
 
 import numpy as np
 
+from bench import harness
 from bench.embedding_cache import CACHE_DIR, CachingEmbedder
-from bench.harness import DATASETS, default_language, fresh_runtime, load_qrels, load_queries
+from bench.harness import (
+    DATASETS,
+    default_language,
+    fresh_runtime,
+    judged_datasets,
+    load_qrels,
+    load_queries,
+)
 from bench.quality import document_ranking, evaluate, ingest_corpus
 from cari import collection
 from cari.runtime import Runtime
@@ -489,7 +496,7 @@ def compare(data: dict[str, Any], base: Scale) -> tuple[str, dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument(
         "--dataset", type=Path, action="append", help="a BEIR-format folder (repeatable)"
     )
@@ -498,7 +505,7 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, help="write the figures to this JSON file")
     args = parser.parse_args()
-    folders = args.dataset or sorted(d for d in DATASETS.iterdir() if (d / "qrels").is_dir())
+    folders = args.dataset or judged_datasets()
     if args.reuse:
         data = json.loads(EVIDENCE.read_text())
         if "probes" not in data:  # evidence kept before the fit existed: probe, not search

@@ -16,7 +16,6 @@ the on-topic questions that share no word with their relevant document (its term
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
@@ -24,11 +23,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bench import harness
 from bench.embedding_cache import CACHE_DIR, CachingEmbedder
 from bench.harness import (
     DATASETS,
     corpus_records,
     fresh_runtime,
+    judged_datasets,
     load_qrels,
     load_queries,
 )
@@ -191,7 +192,7 @@ def report(data: dict[str, Any], base: Scale) -> tuple[str, dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--questions", type=int, default=30, help="judged questions per split")
     parser.add_argument("--size", type=int, default=60, help="documents per collection")
     parser.add_argument(
@@ -202,7 +203,7 @@ def main() -> None:
     if args.reuse:
         data = json.loads(EVIDENCE.read_text())
     else:
-        folders = sorted(d for d in DATASETS.iterdir() if (d / "qrels").is_dir())
+        folders = judged_datasets()
         data = asyncio.run(gather(folders, args.questions, args.size))
         EVIDENCE.parent.mkdir(parents=True, exist_ok=True)
         EVIDENCE.write_text(json.dumps(data))
