@@ -36,11 +36,8 @@ from bench.search import (
     COLLECTION,
     TOP_K,
     Passage,
-    base_vectors,
-    load_corpus,
-    load_passages,
+    build_corpus,
     load_queries,
-    synthetic_vectors,
 )
 from cari import synonyms
 from cari.queries import query
@@ -119,9 +116,7 @@ WORD = re.compile(r"[a-z]{5,}")
 async def run(chunks: int, query_count: int, rounds: int, rule_count: int) -> None:
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0, embedder="local")
     async with fresh_runtime(DATABASE, settings) as rt:
-        passages = load_passages()
-        vectors, _ = synthetic_vectors(await base_vectors(rt.embedder, passages), chunks)
-        await load_corpus(rt.pool, settings, passages, vectors)
+        passages = await build_corpus(rt, chunks)
         queries = load_queries(query_count)
         for text in queries:
             await rt.searcher.vectors.get(text.strip())

@@ -109,15 +109,13 @@ from bench.search import (
     COLLECTION,
     MODES,
     TOP_K,
-    Passage,
     base_vectors,
-    load_corpus,
+    build_corpus,
     load_passages,
     load_queries,
-    synthetic_vectors,
 )
 from cari.runtime import Runtime
-from cari.settings import Settings, load_settings
+from cari.settings import load_settings
 
 DATABASE = "cari_bench_load"
 OUT = RESULTS / "load.json"
@@ -481,7 +479,8 @@ async def run(args: argparse.Namespace) -> None:
                 # The next chunk count's database goes on this embedded server, not a new one.
                 server = make_conninfo(dsn_of(rt.pool), dbname="postgres")
                 settings = settings.model_copy(update={"database_url": server})
-            version, size = await loaded(rt, settings, passages, base, chunks, args.language)
+            await build_corpus(rt, chunks, passages=passages, base=base, language=args.language)
+            version, size = await table_facts(rt)
             dsn = dsn_of(rt.pool)
 
         cells = len(BASELINES) + sum(len(PHASES[mode]) for mode in args.modes)
@@ -510,18 +509,8 @@ async def run(args: argparse.Namespace) -> None:
     print(f"\nJSON: {shown(args.out)}; total runtime {time.perf_counter() - began:.0f} s")
 
 
-async def loaded(
-    rt: Runtime,
-    settings: Settings,
-    passages: list[Passage],
-    base: np.ndarray,
-    chunks: int,
-    language: str,
-) -> tuple[str, str]:
-    """`bench.search`'s corpus of `chunks` loaded: the server's version and the table's size."""
-    vectors, _ = synthetic_vectors(base, chunks)
-    await load_corpus(rt.pool, settings, passages, vectors, language=language)
-    del vectors
+async def table_facts(rt: Runtime) -> tuple[str, str]:
+    """The server's version and the size of the chunks table with its indexes."""
     async with rt.pool.connection() as conn:
         cur = await conn.execute(
             "SELECT version(), pg_size_pretty(pg_total_relation_size('chunks'))"

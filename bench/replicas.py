@@ -68,8 +68,7 @@ from bench.load import (
     search_target,
     served,
 )
-from bench.search import base_vectors, load_corpus, load_passages, load_queries
-from bench.search import synthetic_vectors as synthetic
+from bench.search import build_corpus, load_queries
 from cari import embedded, migrations, standby
 from cari.runtime import open_runtime
 from cari.settings import load_settings
@@ -303,9 +302,7 @@ async def start_nodes(folder: Path, pgdatas: list[Path], chunks: int) -> tuple[s
     )
     migrations.upgrade(primary, settings)
     async with open_runtime(settings, dsn=primary) as rt:
-        passages = load_passages()
-        vectors, _ = synthetic(await base_vectors(rt.embedder, passages), chunks)
-        await load_corpus(rt.pool, settings, passages, vectors)
+        await build_corpus(rt, chunks)
     owner = pgdatas[0].owner() if os.geteuid() == 0 else None
     standbys = []
     for pgdata in pgdatas[1:]:

@@ -288,6 +288,23 @@ async def index_and_fold(
     print(f"VACUUM (ANALYZE) in {time.perf_counter() - folded:.1f} s")
 
 
+async def build_corpus(
+    rt: Runtime,
+    chunks: int,
+    *,
+    passages: list[Passage] | None = None,
+    base: np.ndarray | None = None,
+    language: str = "simple",
+) -> list[Passage]:
+    """The corpus of `chunks` rows loaded in collection `COLLECTION` of the runtime's database,
+    from `passages` and `base` vectors (read and embedded when not given): the passages."""
+    passages = passages if passages is not None else load_passages()
+    base = base if base is not None else await base_vectors(rt.embedder, passages)
+    vectors, _ = synthetic_vectors(base, chunks)
+    await load_corpus(rt.pool, rt.settings, passages, vectors, language=language)
+    return passages
+
+
 class SqlAlone:
     """Every statement the service runs for a search, bare, on two held connections: the
     collection lookup, the retriever(s) (both at once for hybrid), the relevance evidence of the

@@ -91,11 +91,9 @@ from bench.search import (
     COLLECTION,
     TOP_K,
     Passage,
-    base_vectors,
-    load_corpus,
+    build_corpus,
     load_passages,
     load_queries,
-    synthetic_vectors,
 )
 from cari.settings import Settings, load_settings
 
@@ -633,9 +631,7 @@ async def run(args: argparse.Namespace) -> None:
     note = f"{os.cpu_count()} cores; OMP_NUM_THREADS {'unset' if omp is None else omp}"
     print(f"{note}; GOMP_SPINCOUNT {os.environ.get('GOMP_SPINCOUNT', 'unset (Cari: 10000)')}")
     async with fresh_runtime(DATABASE, settings) as rt:
-        base = await base_vectors(rt.embedder, passages)
-        vectors, _ = synthetic_vectors(base, args.chunks)
-        await load_corpus(rt.pool, settings, passages, vectors)
+        await build_corpus(rt, args.chunks, passages=passages)
         dsn = dsn_of(rt.pool)
     env = {**os.environ, "CARI_EMBEDDER": "local"}
     report = {

@@ -166,11 +166,7 @@ WHERE c.id = %(collection_id)s AND %(candidates)s > 0
 async def latency(chunks: int, query_count: int, rounds: int, on: float) -> None:
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0, embedder="local")
     async with fresh_runtime("cari_bench_typos_latency", settings) as rt:
-        passages = synthetic.load_passages()
-        vectors, _ = synthetic.synthetic_vectors(
-            await synthetic.base_vectors(rt.embedder, passages), chunks
-        )
-        await synthetic.load_corpus(rt.pool, settings, passages, vectors)
+        await synthetic.build_corpus(rt, chunks)
         correct = synthetic.load_queries(query_count)
         forms = {
             "correct": correct,
