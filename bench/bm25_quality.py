@@ -311,8 +311,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = harness.parser(__doc__)
-    parser.add_argument("--dataset", type=Path, action="append", help="a BEIR-format folder")
-    parser.add_argument("--split", default="test", help="qrels split (default: test)")
+    harness.dataset_options(parser)
     parser.add_argument(
         "--title-boost",
         type=float,

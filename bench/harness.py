@@ -254,3 +254,12 @@ async def explain(conn: Any, statement: sql.Composable, params: dict[str, Any]) 
 def parser(doc: str | None) -> argparse.ArgumentParser:
     """An argument parser described by the first line of a benchmark's docstring."""
     return argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+
+
+def dataset_options(parser: argparse.ArgumentParser, *, split: bool = True) -> None:
+    """`--dataset DIR` (repeatable; the caller picks the default sets) and `--split`."""
+    parser.add_argument(
+        "--dataset", type=Path, action="append", help="a BEIR-format folder (repeatable)"
+    )
+    if split:
+        parser.add_argument("--split", default="test", help="qrels/<split>.tsv (default: test)")

@@ -521,10 +521,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = harness.parser(__doc__)
-    parser.add_argument(
-        "--dataset", type=Path, action="append", help="a BEIR-format folder (repeatable)"
-    )
-    parser.add_argument("--split", default="test", help="qrels/<split>.tsv (default: test)")
+    harness.dataset_options(parser)
     parser.add_argument(
         "--language",
         choices=["english", "indonesian", "simple"],

@@ -497,9 +497,7 @@ def compare(data: dict[str, Any], base: Scale) -> tuple[str, dict[str, Any]]:
 
 def main() -> None:
     parser = harness.parser(__doc__)
-    parser.add_argument(
-        "--dataset", type=Path, action="append", help="a BEIR-format folder (repeatable)"
-    )
+    harness.dataset_options(parser, split=False)
     parser.add_argument(
         "--reuse", action="store_true", help=f"replay the evidence kept in {EVIDENCE}"
     )

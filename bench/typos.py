@@ -52,6 +52,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench import harness
 from bench import search as synthetic
 from bench.bm25_quality import cari_ranker, load, timed_ranking
 from bench.embedding_cache import CachingEmbedder
@@ -307,8 +308,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", type=Path, action="append", help="a BEIR-format folder")
-    parser.add_argument("--split", default="test", help="qrels split (default: test)")
+    harness.dataset_options(parser)
     parser.add_argument(
         "--weights", type=float, nargs="+", default=[0.0, 0.5, 0.7],
         help="typo_weight values to run (0: corrections off; --latency: 0 against the last)",
