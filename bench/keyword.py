@@ -736,19 +736,7 @@ async def bench_corpus(
         if explains and extension
         else []
     )
-    peer_lines: list[str] = []
-    if peer and extension:
-        from bench import keyword_peer
-
-        peer_lines = await keyword_peer.compare(
-            conn,
-            corpus,
-            language,
-            {
-                k: (r.queries, r.top[BLOCK_RANKER], r.latency[BLOCK_RANKER])
-                for k, r in kinds.items()
-            },
-        )
+    peer_lines = await peer_report(conn, corpus, language, kinds) if peer and extension else []
     return CorpusReport(
         corpus.name,
         language,
@@ -811,6 +799,20 @@ async def measure_engines(
                 print(f"  {kind}: measured {BLOCK_RANKER} on the blocks", flush=True)
     finally:
         gc.unfreeze()
+
+
+async def peer_report(
+    conn: AConn, corpus: Corpus, language: str, kinds: dict[str, KindReport]
+) -> list[str]:
+    """The bm25s peer on the same corpus and queries, against the extension's figures."""
+    from bench import keyword_peer
+
+    return await keyword_peer.compare(
+        conn,
+        corpus,
+        language,
+        {k: (r.queries, r.top[BLOCK_RANKER], r.latency[BLOCK_RANKER]) for k, r in kinds.items()},
+    )
 
 
 async def slow_plans(
