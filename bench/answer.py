@@ -13,15 +13,15 @@ relevant for the question (qrels), against how often the search's top k holds on
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import time
 from pathlib import Path
 
-from bench.database import fresh_runtime
+from bench import harness
 from bench.embedding_cache import CachingEmbedder
-from bench.quality import DATASETS, default_language, ingest_corpus, load_qrels, load_queries
+from bench.harness import DATASETS, default_language, fresh_runtime, load_qrels, load_queries
+from bench.quality import ingest_corpus
 from cari import collection
 from cari.answer.service import AnswerRequest
 from cari.search.engine import SearchRequest
@@ -83,7 +83,7 @@ async def run(dataset: Path, split: str, limit: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--dataset", type=Path, default=DATASETS / "tydiqa-goldp-id")
     parser.add_argument("--split", default="test")
     parser.add_argument("--queries", type=int, default=200)

@@ -14,7 +14,6 @@ Runs on DATABASE_URL if set, else on a throwaway embedded server.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import tempfile
@@ -25,7 +24,8 @@ import numpy as np
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from bench.database import fresh_runtime
+from bench import harness
+from bench.harness import fresh_runtime
 from cari.ingest import store
 from cari.ingest.bulk import ingest_sources
 from cari.ingest.chunking import Chunk
@@ -203,7 +203,7 @@ async def writer(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
     parser.add_argument("--documents", type=int, default=150)
     parser.add_argument("--rows", type=int, default=20_000)

@@ -52,22 +52,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench import harness
 from bench import search as synthetic
 from bench.bm25_quality import cari_ranker, load, timed_ranking
-from bench.database import fresh_runtime
 from bench.embedding_cache import CachingEmbedder
-from bench.quality import (
-    CHUNK_DOCUMENTS,
+from bench.harness import (
     DATASETS,
     Qrels,
     default_language,
-    document_ranking,
-    evaluate,
-    ingest_corpus,
+    fetch_ms,
+    fresh_runtime,
     load_qrels,
     load_queries,
-    mean_metrics,
+    summary_ms,
 )
+from bench.quality import CHUNK_DOCUMENTS, document_ranking, evaluate, ingest_corpus, mean_metrics
 from cari import collection
 from cari.queries import query
 from cari.search import bm25
@@ -165,27 +164,10 @@ WHERE c.id = %(collection_id)s AND %(candidates)s > 0
 """
 
 
-async def timed(conn: Any, statement: str, params: dict[str, Any]) -> float:
-    started = time.perf_counter()
-    cur = await conn.execute(statement, params)
-    await cur.fetchall()
-    return (time.perf_counter() - started) * 1000
-
-
-def summary(values: list[float]) -> str:
-    p95 = statistics.quantiles(values, n=20)[-1]
-    mean, median = statistics.fmean(values), statistics.median(values)
-    return f"mean {mean:6.2f} ms, p50 {median:6.2f}, p95 {p95:6.2f}"
-
-
 async def latency(chunks: int, query_count: int, rounds: int, on: float) -> None:
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0, embedder="local")
     async with fresh_runtime("cari_bench_typos_latency", settings) as rt:
-        passages = synthetic.load_passages()
-        vectors, _ = synthetic.synthetic_vectors(
-            await synthetic.base_vectors(rt.embedder, passages), chunks
-        )
-        await synthetic.load_corpus(rt.pool, settings, passages, vectors)
+        await synthetic.build_corpus(rt, chunks)
         correct = synthetic.load_queries(query_count)
         forms = {
             "correct": correct,
@@ -200,8 +182,11 @@ async def latency(chunks: int, query_count: int, rounds: int, on: float) -> None
         engine = await rt.keyword_engine.current()
         # The service's engine first (on the blocks a bulk load leaves, with the extension);
         # then, with the extension, the same blocks unfolded into rows for the SQL statement.
-        engines = [engine.name] if engine.name == "sql" else [engine.name, "sql"]
-        base = {"collection_id": collection_id, "candidates": settings.search_candidates}
+        engines: list[bm25.Engine] = [engine.name] if engine.name == "sql" else [engine.name, "sql"]
+        base: dict[str, Any] = {
+            "collection_id": collection_id,
+            "candidates": settings.search_candidates,
+        }
         for name in engines:
             if name == "sql" and engine.name != "sql":
                 async with rt.pool.connection() as conn:
@@ -224,7 +209,7 @@ async def latency(chunks: int, query_count: int, rounds: int, on: float) -> None
                 f"candidates; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}:"
             )
             for label, values in times.items():
-                print(f"  {label:<50} {summary(values)}")
+                print(f"  {label:<50} {summary_ms(values)}")
             off = times["misspelled, typo_weight 0"]
             added = times[f"misspelled, typo_weight {on:g}"]
             p95 = statistics.quantiles(added, n=20)[-1] - statistics.quantiles(off, n=20)[-1]
@@ -258,8 +243,8 @@ async def _latency_rounds(
                 first = (n + round_) % 2
                 for form in ("correct", "misspelled")[:: -1 if first else 1]:
                     params = {**base, "query": forms[form][n]}
-                    took = await timed(conn, keyword, params)
-                    step = await timed(conn, ANALYSIS, params)
+                    took = await fetch_ms(conn, keyword, params)
+                    step = await fetch_ms(conn, ANALYSIS, params)
                     if round_:
                         times.setdefault(f"{form}, typo_weight {weight:g}", []).append(took)
                         name = f"  analysis alone: {form}, typo_weight {weight:g}"
@@ -323,8 +308,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", type=Path, action="append", help="a BEIR-format folder")
-    parser.add_argument("--split", default="test", help="qrels split (default: test)")
+    harness.dataset_options(parser)
     parser.add_argument(
         "--weights", type=float, nargs="+", default=[0.0, 0.5, 0.7],
         help="typo_weight values to run (0: corrections off; --latency: 0 against the last)",
