@@ -52,6 +52,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bench import search as synthetic
 from bench.bm25_quality import cari_ranker, load, timed_ranking
 from bench.database import fresh_runtime
@@ -75,6 +77,7 @@ from cari.search.engine import SearchRequest
 from cari.settings import Settings, load_settings
 
 DEPTH = 100
+BOOTSTRAP_ROUNDS = 10_000
 SHARE = 1 / 3  # of content words that get one edit
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _WORD = re.compile(r"[^\W\d_]+|[\w]+|\W+")
@@ -129,12 +132,13 @@ async def run_dataset(
                 ranking, took = await timed_ranking(
                     rt.pool, cari_ranker(ref, engine), queries, documents
                 )
-                ndcg = mean_metrics(evaluate(qrels, ranking, DEPTH))["nDCG@10"]
+                per_query = evaluate(qrels, ranking, DEPTH)
                 ordered = sorted(took)
                 rows[f"{name}, typo_weight {weight:g}"] = {
-                    "nDCG@10": ndcg,
+                    "nDCG@10": mean_metrics(per_query)["nDCG@10"],
                     "p50_ms": statistics.median(ordered),
                     "p95_ms": ordered[int(0.95 * (len(ordered) - 1))],
+                    "per_query": {q: m["nDCG@10"] for q, m in per_query.items()},
                 }
     changed = sum(1 for q in correct if misspelled[q] != correct[q])
     return {"dataset": dataset.name, "split": split, "queries": len(correct),
@@ -152,9 +156,45 @@ def report(result: dict[str, Any]) -> str:
         lines.append(
             f"  {name:<34} {row['nDCG@10']:8.4f} {row['p50_ms']:8.2f} {row['p95_ms']:8.2f}"
         )
+    lines.extend(differences(result["rows"]))
     for before, after in result["examples"]:
         lines.append(f"  e.g. {before[:70]!r}\n    -> {after[:70]!r}")
     return "\n".join(lines)
+
+
+def interval(diffs: list[float]) -> tuple[float, float]:
+    """95 % paired bootstrap interval of the mean of per-question differences."""
+    values = np.asarray(diffs)
+    rng = np.random.default_rng(0)  # the same figures on every run
+    means = values[rng.integers(0, len(values), (BOOTSTRAP_ROUNDS, len(values)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def differences(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """Per weight: what misspelling costs (correct - misspelled) and what the weight does to
+    each form against typo_weight 0, per question, with paired bootstrap intervals."""
+    lines = []
+    weights = [k.removeprefix("correct, typo_weight ") for k in rows if k.startswith("correct")]
+    for weight in weights:
+        pairs = [("gap", "correct", weight, "misspelled", weight)]
+        if weight != "0":
+            pairs += [
+                ("correct vs off", "correct", weight, "correct", "0"),
+                ("misspelled vs off", "misspelled", weight, "misspelled", "0"),
+            ]
+        for label, form, at, other, other_at in pairs:
+            a = rows.get(f"{form}, typo_weight {at}", {}).get("per_query")
+            b = rows.get(f"{other}, typo_weight {other_at}", {}).get("per_query")
+            if not a or not b:
+                continue
+            diffs = [a[q] - b[q] for q in a]
+            low, high = interval(diffs)
+            lines.append(
+                f"  typo_weight {at}: {label:<18} {statistics.fmean(diffs):+.4f} "
+                f"[{low:+.4f}, {high:+.4f}]"
+            )
+    return lines
 
 
 # The query's analysis alone, as keyword search does it: what corrections add to a search.
@@ -299,9 +339,14 @@ async def hybrid(dataset: Path, split: str, weights: Sequence[float]) -> dict[st
                     ranking[qid] = document_ranking(
                         [documents[r.chunk_id] for r in response.results if r.chunk_id is not None]
                     )
-                ndcg = mean_metrics(evaluate(qrels, ranking, DEPTH))["nDCG@10"]
-                rows[f"{form}, typo_weight {weight:g}"] = {"nDCG@10": ndcg}
+                per_query = evaluate(qrels, ranking, DEPTH)
+                ndcg = mean_metrics(per_query)["nDCG@10"]
+                rows[f"{form}, typo_weight {weight:g}"] = {
+                    "nDCG@10": ndcg,
+                    "per_query": {q: m["nDCG@10"] for q, m in per_query.items()},
+                }
                 print(f"  hybrid {form}, typo_weight {weight:g}: nDCG@10 {ndcg:.4f}", flush=True)
+    print("\n".join(differences(rows)), flush=True)
     return {"dataset": dataset.name, "split": split, "rows": rows}
 
 
