@@ -26,7 +26,10 @@ collection's language), to tell finding the corrections from reading their posti
 statement is the one the service runs on the database's engine: with the `cari_bm25`
 extension, `search_keyword_blocks.sql` on the blocks the load's fold leaves; then, as the
 same-run baseline, the blocks are unfolded into rows and `search_keyword.sql` runs the same
-rounds. The added p95 printed is typo_weight's on the misspelled questions over 0's.
+rounds. The added p95 printed is typo_weight's on the misspelled questions over 0's; then the
+analysis alone's, the misspelled questions' at the weight over the same questions spelled right
+at 0 (the corrections restore their words) and the spelled-right questions' at the weight over
+0.
 
     python -m bench.typos --hybrid --dataset DIR [--split test] [--weights 0 0.7]
 
@@ -265,14 +268,26 @@ async def latency(chunks: int, query_count: int, rounds: int, on: float) -> None
             )
             for label, values in times.items():
                 print(f"  {label:<50} {summary(values)}")
-            off = times["misspelled, typo_weight 0"]
-            added = times[f"misspelled, typo_weight {on:g}"]
-            p95 = statistics.quantiles(added, n=20)[-1] - statistics.quantiles(off, n=20)[-1]
+
+            def p95(label: str, times: dict[str, list[float]] = times) -> float:
+                return statistics.quantiles(times[label], n=20)[-1]
+
+            added = p95(f"misspelled, typo_weight {on:g}") - p95("misspelled, typo_weight 0")
             print(
                 f"  added keyword p95 on misspelled questions (typo_weight {on:g} - 0): "
-                f"{p95:.2f} ms (target <= 2 ms: {'MET' if p95 <= 2 else 'MISSED'})",
+                f"{added:.2f} ms (target <= 2 ms: {'MET' if added <= 2 else 'MISSED'})",
                 flush=True,
             )
+            # What finding the corrections adds, and what the corrected search costs against
+            # the question spelled right (whose words the corrections restore).
+            analysis = p95(f"  analysis alone: misspelled, typo_weight {on:g}") - p95(
+                "  analysis alone: misspelled, typo_weight 0"
+            )
+            print(f"  the analysis alone (finding them), misspelled, p95: {analysis:+.2f} ms")
+            right = p95(f"misspelled, typo_weight {on:g}") - p95("correct, typo_weight 0")
+            print(f"  misspelled at {on:g} against spelled right at 0, p95: {right:+.2f} ms")
+            spelled = p95(f"correct, typo_weight {on:g}") - p95("correct, typo_weight 0")
+            print(f"  spelled right, typo_weight {on:g} - 0, p95: {spelled:+.2f} ms", flush=True)
 
 
 async def _latency_rounds(
