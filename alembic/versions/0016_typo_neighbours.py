@@ -8,8 +8,8 @@ The trigram GiST's nearest-neighbour search (`bm25_terms_trgm_idx`, migration 00
   letters deleted, hashed with the collection as seed (`bigint[]`); NULL for a lexeme holding
   anything but letters or of fewer than `MIN_NEIGHBOUR_LENGTH` letters. Two words one
   insertion, deletion, substitution or transposition of neighbours apart share a neighbour
-  (a symmetric deletion neighbourhood); so do some two edits apart (a substitution on each
-  side of a shared deletion).
+  (a symmetric deletion neighbourhood); so do some two edits apart (a letter inserted in one
+  place and another deleted elsewhere).
 - `bm25_terms_neighbours_idx`: a GIN index of each compacted lexeme's neighbours, which
   PostgreSQL maintains with the table (no write path changes), without a pending list
   (`fastupdate` off: every search would scan the unsorted list of the entries compactions
