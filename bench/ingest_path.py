@@ -252,6 +252,7 @@ async def run(
 # The keyword index's relations, as `cari ingest --bulk` leaves them (its load ends with a fold).
 KEYWORD_STORAGE = (
     "postings",
+    "bm25_delta",
     "bm25_blocks",
     "bm25_dead",
     "bm25_terms",

@@ -25,7 +25,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from cari import collection, keyword_engine, synonyms
+from cari import collection, keyword_engine, migrations, synonyms
 from cari.collection import CollectionCreate
 from cari.ingest.store import (
     CollectionRef,
@@ -508,3 +508,53 @@ def test_both_kinds_of_delta_before_and_after_a_fold(ext_dsn: str) -> None:
     asyncio.run(posting_rows(ref))
     assert keyword_engine.install(ext_dsn, SETTINGS).name == "cari_bm25"
     asyncio.run(both_deltas(ref))
+
+
+def test_downgrading_the_chunk_delta_keeps_every_posting(ext_dsn: str) -> None:
+    """Revision 0016's downgrade turns the chunk delta back into posting rows (beside the blocks
+    and the dead chunks, which revision 0015 reads as before) and its upgrade reads them as a
+    delta: a recount agrees at each step and both engines rank alike at the end."""
+    docs = corpus(33, 150)
+    queries = [" ".join(random.Random(900 + i).sample(WORDS, 3)) for i in range(10)]
+    settings = Settings(_env_file=None, database_url=ext_dsn)  # type: ignore[call-arg]
+
+    async def load() -> CollectionRef:
+        async with await connect(ext_dsn) as conn:
+            await collection.create(conn, CollectionCreate(name="c"), SETTINGS)
+            ref = await collection_ref(conn, "c")
+            await write_documents(conn, ref, [prepared(*d) for d in docs[:100]], compact=False)
+            await fold(conn, ref)
+            await write_documents(conn, ref, [prepared(*d) for d in docs[100:]], compact=False)
+            await delete_document(conn, ref, docs[0][0])
+            assert await _count(conn, "bm25_delta", ref) > 0
+            assert await _count(conn, "bm25_dead", ref) > 0
+            return ref
+
+    async def recount() -> None:
+        async with await connect(ext_dsn) as conn:
+            assert await collection.keyword_index_differences(conn, "c") == {
+                "postings": 0,
+                "document frequencies": 0,
+                "sizes": 0,
+            }
+
+    async def compare(ref: CollectionRef) -> None:
+        async with await connect(ext_dsn) as conn, await oracle_connection(ext_dsn) as oracle:
+            for text in queries:
+                got, expected = await both(conn, oracle, ref, text, candidates=10)
+                assert_same(got, expected, text)
+            assert await _count(conn, "postings", ref) > 0  # the downgrade's rows: a delta
+            await fold(conn, ref)
+            for text in queries:
+                got, expected = await both(conn, oracle, ref, text, candidates=10)
+                assert_same(got, expected, f"folded: {text}")
+
+    ref = asyncio.run(load())
+    asyncio.run(recount())
+    migrations.downgrade(ext_dsn, settings, "0015")
+    with psycopg.connect(ext_dsn) as conn:
+        assert conn.execute("SELECT to_regclass('bm25_delta')").fetchone() == (None,)
+    asyncio.run(recount())
+    migrations.upgrade(ext_dsn, settings)
+    asyncio.run(recount())
+    asyncio.run(compare(ref))
