@@ -253,6 +253,7 @@ async def run(
 # The keyword index's relations, as `cari ingest --bulk` leaves them (its load ends with a fold).
 KEYWORD_STORAGE = (
     "postings",
+    "bm25_delta",
     "bm25_blocks",
     "bm25_dead",
     "bm25_terms",
@@ -572,7 +573,7 @@ def show(report: Report, load: str) -> None:
     )
     for name, size in st.items():
         print(f"  {name:20s} {size / r.chunks:10,.0f}")
-    postings = st["postings"] + st["bm25_blocks"] + st["bm25_dead"]
+    postings = st["postings"] + st.get("bm25_delta", 0) + st["bm25_blocks"] + st["bm25_dead"]
     print(
         f"  postings storage (delta + blocks + dead): {postings / r.chunks:,.0f} B a chunk "
         f"(target <= 3 KB: {'MET' if postings / r.chunks <= 3072 else 'MISSED'}); with the "

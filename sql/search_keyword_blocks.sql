@@ -4,8 +4,10 @@
 -- - the packed blocks, walked by `bm25_topk` in C with block-max pruning (exact top k), less
 --   the chunks deleted or re-indexed since they were folded (`bm25_dead`), within the chunks
 --   the filters allow (their ids computed first, the field `allowed`);
--- - the delta, the postings written since the last fold (`postings`), summed as the SQL
---   engine sums them (`summed`, with `filters` as there).
+-- - the delta, the postings written since the last fold, summed as the SQL engine sums them
+--   (`summed`, with `filters` as there): the chunks of `bm25_delta` (one row per chunk), their
+--   postings of the query's lexemes read from their own tsvectors by `bm25_tsv_postings`
+--   (`unfolded`), and posting rows of `postings` (written before the extension was created).
 -- The fields `terms` and `summed` are sql/fragments/search_keyword_terms.sql and _summed.sql
 -- (cari.search.bm25.statement). The best `candidates` of the two, by score then chunk id.
 -- `postings_read` is the number of postings the query's lexemes have (an upper bound of those
@@ -28,6 +30,12 @@ WITH {terms}, packed AS (
               WHERE d.collection_id = %(collection_id)s ORDER BY d.chunk_id)
     ) AS r
     WHERE q.lexemes IS NOT NULL
+), unfolded AS MATERIALIZED (
+    SELECT d.chunk_id, m.lexeme, m.tf_title, m.tf_body, m.len_title, m.len_body
+    FROM bm25_delta AS d
+    JOIN chunks AS ch ON ch.id = d.chunk_id
+    CROSS JOIN LATERAL bm25_tsv_postings(ch.tsv, (SELECT array_agg(lexeme) FROM terms)) AS m
+    WHERE d.collection_id = %(collection_id)s
 ), {summed}
 SELECT chunk_id, score, (SELECT sum(df) FROM terms) AS postings_read
 FROM (

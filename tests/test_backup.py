@@ -20,7 +20,10 @@ def state(dsn: str) -> tuple[list[str], list[str], int, str]:
     with psycopg.connect(dsn) as conn:
         collections = [r[0] for r in conn.execute("SELECT name FROM collections ORDER BY 1")]
         documents = [r[0] for r in conn.execute("SELECT external_id FROM documents ORDER BY 1")]
-        postings = conn.execute("SELECT count(*) FROM postings").fetchone()
+        postings = conn.execute(  # posting rows, delta chunks and packed postings
+            "SELECT (SELECT count(*) FROM postings) + (SELECT count(*) FROM bm25_delta)"
+            " + (SELECT coalesce(sum(n), 0) FROM bm25_blocks)"
+        ).fetchone()
         stats = [
             conn.execute("SELECT to_jsonb(s)::text FROM bm25_sizes s ORDER BY 1").fetchall(),
             conn.execute("SELECT to_jsonb(t)::text FROM bm25_terms t ORDER BY 1").fetchall(),

@@ -25,7 +25,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from cari import collection, keyword_engine, synonyms
+from cari import collection, keyword_engine, migrations, synonyms
 from cari.collection import CollectionCreate
 from cari.ingest.store import (
     CollectionRef,
@@ -46,8 +46,9 @@ SETTINGS = Settings(_env_file=None)  # type: ignore[call-arg]
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "eval" / "datasets"
 NO_FILTERS = sql.SQL("")
 
-# A lexeme's postings wherever they are stored: the delta's, and the blocks' less the dead
-# chunks. PL/pgSQL, so that the planner does not inline it and hash-join every posting.
+# A lexeme's postings wherever they are stored: the posting rows', the blocks' less the dead
+# chunks, and the chunk delta's, counted from the chunks' tsvectors in SQL. PL/pgSQL, so that
+# the planner does not inline it and hash-join every posting.
 ORACLE_POSTINGS = """
 CREATE FUNCTION pg_temp.lexeme_postings(collection bigint, word text)
 RETURNS TABLE (chunk_id bigint, tf_title smallint, tf_body smallint, len_title integer,
@@ -62,7 +63,22 @@ BEGIN
         FROM bm25_blocks AS b CROSS JOIN LATERAL bm25_unpack(b.data) AS u
         WHERE b.collection_id = collection AND b.lexeme = word
           AND NOT EXISTS (SELECT FROM bm25_dead AS d
-                          WHERE d.collection_id = collection AND d.chunk_id = u.chunk_id);
+                          WHERE d.collection_id = collection AND d.chunk_id = u.chunk_id)
+        UNION ALL
+        SELECT d.chunk_id, x.tf_title::smallint, x.tf_body::smallint, x.len_title::integer,
+               x.len_body::integer
+        FROM bm25_delta AS d
+        JOIN chunks AS ch ON ch.id = d.chunk_id
+        CROSS JOIN LATERAL (
+            SELECT u.lexeme, cardinality(array_positions(u.weights, 'A')) AS tf_title,
+                   cardinality(u.weights) - cardinality(array_positions(u.weights, 'A'))
+                       AS tf_body,
+                   sum(cardinality(array_positions(u.weights, 'A'))) OVER () AS len_title,
+                   sum(cardinality(u.weights) - cardinality(array_positions(u.weights, 'A')))
+                       OVER () AS len_body
+            FROM unnest(ch.tsv) AS u
+        ) AS x
+        WHERE d.collection_id = collection AND x.lexeme = word;
 END
 $$
 """
@@ -90,7 +106,11 @@ def ext_dsn(dsn: str) -> Iterator[str]:
 
 async def fold(conn: AConn, ref: CollectionRef) -> None:
     await compact_statistics(conn, ref, fold_postings=1)
-    cur = await conn.execute("SELECT count(*) FROM postings WHERE collection_id = %s", (ref.id,))
+    cur = await conn.execute(
+        "SELECT (SELECT count(*) FROM postings WHERE collection_id = %(c)s)"
+        " + (SELECT count(*) FROM bm25_delta WHERE collection_id = %(c)s)",
+        {"c": ref.id},
+    )
     row = await cur.fetchone()
     assert row is not None and row[0] == 0, "the fold left postings in the delta"
 
@@ -403,3 +423,138 @@ def test_a_title_word_with_titles_and_k1_at_zero_scores_nothing(ext_dsn: str, fo
                 assert got and all(score > 0 for _, score in got)
 
     asyncio.run(run())
+
+
+async def _count(conn: AConn, table: str, ref: CollectionRef) -> int:
+    cur = await conn.execute(
+        sql.SQL("SELECT count(*) FROM {} WHERE collection_id = %s").format(sql.Identifier(table)),
+        (ref.id,),
+    )
+    return int(((await cur.fetchone()) or (0,))[0])
+
+
+def test_both_kinds_of_delta_before_and_after_a_fold(ext_dsn: str) -> None:
+    """With the extension a write appends one `bm25_delta` row per chunk and no posting row;
+    without it (CARI_KEYWORD_ENGINE=sql) posting rows, the whole index. Switching back leaves
+    those rows as a delta beside the chunk delta: chunks deleted and replaced in either before a
+    fold leave nothing dead, both engines rank alike throughout, and one fold packs both."""
+    docs = corpus(21, 240)
+    queries = [" ".join(random.Random(300 + i).sample(WORDS, 3)) for i in range(15)]
+    queries += ["pressures flowing", "wing heat transfer"]
+
+    async def compare(ref: CollectionRef, state: str) -> None:
+        async with await connect(ext_dsn) as conn, await oracle_connection(ext_dsn) as oracle:
+            for text in queries:
+                got, expected = await both(conn, oracle, ref, text, candidates=10)
+                assert_same(got, expected, f"{state}: {text!r}")
+            assert await collection.keyword_index_differences(conn, "c") == {
+                "postings": 0,
+                "document frequencies": 0,
+                "sizes": 0,
+            }
+
+    async def chunk_delta() -> CollectionRef:
+        async with await connect(ext_dsn) as conn:
+            await collection.create(conn, CollectionCreate(name="c"), SETTINGS)
+            ref = await collection_ref(conn, "c")
+            await write_documents(conn, ref, [prepared(*d) for d in docs[:80]], compact=False)
+            cur = await conn.execute(
+                "SELECT count(*) FROM chunks WHERE collection_id = %s", (ref.id,)
+            )
+            chunks = ((await cur.fetchone()) or (0,))[0]
+            assert await _count(conn, "bm25_delta", ref) == chunks > 0
+            assert await _count(conn, "postings", ref) == 0
+            return ref
+
+    async def posting_rows(ref: CollectionRef) -> None:
+        async with await connect(ext_dsn) as conn:
+            # the SQL engine's own state: every posting a row, the chunk delta unfolded
+            assert await _count(conn, "bm25_delta", ref) == 0
+            assert await collection.keyword_index_differences(conn, "c") == {
+                "postings": 0,
+                "document frequencies": 0,
+                "sizes": 0,
+            }
+            await write_documents(conn, ref, [prepared(*d) for d in docs[80:160]], compact=False)
+            await delete_document(conn, ref, docs[0][0])
+            assert await _count(conn, "bm25_delta", ref) == 0
+
+    async def both_deltas(ref: CollectionRef) -> None:
+        async with await connect(ext_dsn) as conn:
+            await write_documents(conn, ref, [prepared(*d) for d in docs[160:]], compact=False)
+            assert await _count(conn, "bm25_delta", ref) > 0
+            # deleted and replaced in the posting rows and in the chunk delta, before a fold
+            for i in (1, 81, 161):
+                await delete_document(conn, ref, docs[i][0])
+            replaced = [prepared(docs[i][0], *corpus(600 + i, 1)[0][1:]) for i in (2, 82, 162)]
+            await write_documents(conn, ref, replaced, compact=False)
+            assert await _count(conn, "bm25_dead", ref) == 0
+        await compare(ref, "posting rows and chunk delta")
+        async with await connect(ext_dsn) as conn:
+            await fold(conn, ref)
+            assert await _count(conn, "bm25_blocks", ref) > 0
+            # deleted and replaced after the fold: dead in the blocks
+            await delete_document(conn, ref, docs[3][0])
+            replaced = [prepared(docs[163][0], *corpus(700, 1)[0][1:])]
+            await write_documents(conn, ref, replaced, compact=False)
+            assert await _count(conn, "bm25_dead", ref) >= 2  # the chunks of both
+            assert await _count(conn, "bm25_delta", ref) >= 1  # the replacement's
+        await compare(ref, "folded, then deleted and replaced")
+
+    ref = asyncio.run(chunk_delta())
+    asyncio.run(compare(ref, "chunk delta"))
+    forced = Settings(_env_file=None, keyword_engine="sql")  # type: ignore[call-arg]
+    assert keyword_engine.install(ext_dsn, forced) == keyword_engine.SQL
+    asyncio.run(posting_rows(ref))
+    assert keyword_engine.install(ext_dsn, SETTINGS).name == "cari_bm25"
+    asyncio.run(both_deltas(ref))
+
+
+def test_downgrading_the_chunk_delta_keeps_every_posting(ext_dsn: str) -> None:
+    """Revision 0017's downgrade turns the chunk delta back into posting rows (beside the blocks
+    and the dead chunks, which revision 0016 reads as before) and its upgrade reads them as a
+    delta: a recount agrees at each step and both engines rank alike at the end."""
+    docs = corpus(33, 150)
+    queries = [" ".join(random.Random(900 + i).sample(WORDS, 3)) for i in range(10)]
+    settings = Settings(_env_file=None, database_url=ext_dsn)  # type: ignore[call-arg]
+
+    async def load() -> CollectionRef:
+        async with await connect(ext_dsn) as conn:
+            await collection.create(conn, CollectionCreate(name="c"), SETTINGS)
+            ref = await collection_ref(conn, "c")
+            await write_documents(conn, ref, [prepared(*d) for d in docs[:100]], compact=False)
+            await fold(conn, ref)
+            await write_documents(conn, ref, [prepared(*d) for d in docs[100:]], compact=False)
+            await delete_document(conn, ref, docs[0][0])
+            assert await _count(conn, "bm25_delta", ref) > 0
+            assert await _count(conn, "bm25_dead", ref) > 0
+            return ref
+
+    async def recount() -> None:
+        async with await connect(ext_dsn) as conn:
+            assert await collection.keyword_index_differences(conn, "c") == {
+                "postings": 0,
+                "document frequencies": 0,
+                "sizes": 0,
+            }
+
+    async def compare(ref: CollectionRef) -> None:
+        async with await connect(ext_dsn) as conn, await oracle_connection(ext_dsn) as oracle:
+            for text in queries:
+                got, expected = await both(conn, oracle, ref, text, candidates=10)
+                assert_same(got, expected, text)
+            assert await _count(conn, "postings", ref) > 0  # the downgrade's rows: a delta
+            await fold(conn, ref)
+            for text in queries:
+                got, expected = await both(conn, oracle, ref, text, candidates=10)
+                assert_same(got, expected, f"folded: {text}")
+
+    ref = asyncio.run(load())
+    asyncio.run(recount())
+    migrations.downgrade(ext_dsn, settings, "0016")
+    with psycopg.connect(ext_dsn) as conn:
+        assert conn.execute("SELECT to_regclass('bm25_delta')").fetchone() == (None,)
+    asyncio.run(recount())
+    migrations.upgrade(ext_dsn, settings)
+    asyncio.run(recount())
+    asyncio.run(compare(ref))

@@ -130,8 +130,8 @@ def conninfo() -> Iterator[str]:
         own = root / "own"
         (own / "share" / "extension").mkdir(parents=True)
         (own / "lib").mkdir()
-        for name in ("cari_bm25.control", "cari_bm25--1.0.sql"):
-            shutil.copy(build / name, own / "share" / "extension" / name)
+        for script in [build / "cari_bm25.control", *build.glob("cari_bm25--*.sql")]:
+            shutil.copy(script, own / "share" / "extension" / script.name)
         shutil.copy(build / "cari_bm25.so", own / "lib" / "cari_bm25.so")
         data.mkdir()
         if user is not None:
@@ -685,3 +685,68 @@ def test_statement_timeout_interrupts_a_long_walk(
     finally:
         conn.execute("RESET statement_timeout")
     _assert_alive(conninfo, started_at)
+
+
+# A chunk's counts as the migrations count them from unnest(tsv): weight A is the title.
+UNNESTED = """
+SELECT u.lexeme, cardinality(array_positions(u.weights, 'A')),
+       cardinality(u.weights) - cardinality(array_positions(u.weights, 'A'))
+FROM unnest(%(tsv)s::tsvector) AS u ORDER BY 1
+"""
+
+
+def _tsvectors(rng: random.Random) -> list[str]:
+    """Tsvector texts: weights A-D, up to 256 positions a lexeme (the cap), quoted lexemes,
+    lexemes sorted by length as well as bytes, and the empty one."""
+    words = ["a", "ab", "b", "ba", "zz", "it's", "naïve", "x" * 40, "ü", "a b", "crv", "cr-v"]
+    found = ["", "'a':1A 'b':2"]
+    for _ in range(60):
+        chosen = rng.sample(words, rng.randint(1, len(words)))
+        parts = []
+        for word in chosen:
+            count = rng.choice([1, 2, 3, 17, 256, 300])
+            places = sorted(rng.sample(range(1, 16384), count))
+            spots = ",".join(f"{p}{rng.choice('ABCD')}" for p in places)
+            quoted = word.replace("'", "''")
+            parts.append(f"'{quoted}':{spots}")
+        found.append(" ".join(parts))
+    return found
+
+
+def test_tsv_terms_and_postings_count_as_unnest(conn: Conn) -> None:
+    """bm25_tsv_terms gives every lexeme's counts, bm25_tsv_postings the asked lexemes' with
+    the chunk's lengths, both as unnest(tsv) counts them (what the SQL engine's rows hold)."""
+    rng = random.Random(1101)
+    for text in _tsvectors(rng):
+        tsv = conn.execute("SELECT %s::tsvector::text", (text,)).fetchone()
+        expected = conn.execute(UNNESTED, {"tsv": text}).fetchall()
+        terms = conn.execute(
+            "SELECT * FROM bm25_tsv_terms(%s::tsvector) ORDER BY 1", (text,)
+        ).fetchall()
+        assert terms == expected, tsv
+        len_title = sum(t for _, t, _ in expected)
+        len_body = sum(b for _, _, b in expected)
+        asked = [w for w, _, _ in expected if rng.random() < 0.5] + ["missing", "", "zzz"]
+        rng.shuffle(asked)
+        got = conn.execute(
+            "SELECT * FROM bm25_tsv_postings(%s::tsvector, %s::text[]) ORDER BY 1",
+            (text, [*asked, None]),
+        ).fetchall()
+        want = sorted((w, t, b, len_title, len_body) for w, t, b in expected if w in set(asked))
+        assert got == want, tsv
+
+
+def test_tsv_postings_refuses_bad_arguments(conn: Conn) -> None:
+    with pytest.raises(psycopg.errors.ProgramLimitExceeded):
+        conn.execute(
+            "SELECT * FROM bm25_tsv_postings('a:1'::tsvector, %s::text[])",
+            ([str(i) for i in range(4097)],),
+        )
+    with pytest.raises(psycopg.errors.ArraySubscriptError):
+        conn.execute("SELECT * FROM bm25_tsv_postings('a:1'::tsvector, '{{a},{b}}'::text[])")
+    assert conn.execute(
+        "SELECT count(*) FROM bm25_tsv_postings('a:1'::tsvector, '{}')"
+    ).fetchone() == (0,)
+    assert conn.execute(
+        "SELECT count(*) FROM bm25_tsv_postings('a b'::tsvector, '{a}')"
+    ).fetchone() == (0,)

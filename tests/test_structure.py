@@ -158,6 +158,7 @@ COMPOSED = {
     "ef_construction": "64",
     "memory": "'64MB'",
     "filters": "",
+    "unfolded": "",
     "allowed": "NULL::bigint[]",
     # The keyword statements' shared fragments (cari.search.bm25.keyword_statement).
     "terms": (SQL_DIR / "fragments" / "search_keyword_terms.sql").read_text(encoding="utf-8"),

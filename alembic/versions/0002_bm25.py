@@ -90,53 +90,7 @@ def upgrade() -> None:
     )
     # Chunks are looked up by joining the id array (an index probe each), never by
     # `id = ANY (ids)`, which the planner may evaluate as a filter on every row of `chunks`.
-    op.execute(
-        """
-        CREATE FUNCTION bm25_index(ids bigint[]) RETURNS void LANGUAGE plpgsql AS $$
-        BEGIN
-            PERFORM pg_advisory_xact_lock_shared(417003, (c % 2147483647)::integer)
-            FROM (
-                SELECT DISTINCT ch.collection_id
-                FROM unnest(ids) AS i (id) JOIN chunks AS ch USING (id)
-            ) AS s (c);
-            WITH terms AS (
-                SELECT ch.id AS chunk_id, ch.collection_id, u.lexeme,
-                       cardinality(array_positions(u.weights, 'A')) AS tf_title,
-                       cardinality(u.weights) - cardinality(array_positions(u.weights, 'A'))
-                           AS tf_body
-                FROM unnest(ids) AS i (id)
-                JOIN chunks AS ch USING (id)
-                CROSS JOIN LATERAL unnest(ch.tsv) AS u
-            ), lengths AS (
-                SELECT ch.id AS chunk_id, ch.collection_id, ch.language,
-                       coalesce(sum(t.tf_title), 0) AS len_title,
-                       coalesce(sum(t.tf_body), 0) AS len_body
-                FROM unnest(ids) AS i (id)
-                JOIN chunks AS ch USING (id)
-                LEFT JOIN terms AS t ON t.chunk_id = ch.id
-                GROUP BY ch.id, ch.collection_id, ch.language
-            ), added AS (
-                INSERT INTO postings (collection_id, lexeme, chunk_id,
-                                      tf_title, tf_body, len_title, len_body)
-                SELECT t.collection_id, t.lexeme, t.chunk_id,
-                       t.tf_title, t.tf_body, l.len_title, l.len_body
-                FROM terms AS t
-                JOIN lengths AS l USING (chunk_id)
-                -- In index order: consecutive rows land on the same index pages.
-                ORDER BY t.collection_id, t.lexeme
-            ), counted AS (
-                INSERT INTO bm25_pending_terms (collection_id, lexeme, df)
-                SELECT collection_id, lexeme, count(*) FROM terms GROUP BY 1, 2
-            )
-            INSERT INTO bm25_pending_sizes
-                (collection_id, language, chunks, length_title, length_body)
-            SELECT collection_id, language, count(*), sum(len_title), sum(len_body)
-            FROM lengths
-            GROUP BY 1, 2;
-        END
-        $$
-        """
-    )
+    op.execute(index_function())
     # The chunks are gone (or changed): their ids, collections and languages come as arrays.
     op.execute(
         """
@@ -328,3 +282,52 @@ def downgrade() -> None:
             DROP COLUMN bm25_k1, DROP COLUMN bm25_b, DROP COLUMN title_boost
         """
     )
+
+
+def index_function() -> str:
+    """`bm25_index` as this revision creates it (later revisions restore it on downgrade)."""
+    return """
+        CREATE FUNCTION bm25_index(ids bigint[]) RETURNS void LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_advisory_xact_lock_shared(417003, (c % 2147483647)::integer)
+            FROM (
+                SELECT DISTINCT ch.collection_id
+                FROM unnest(ids) AS i (id) JOIN chunks AS ch USING (id)
+            ) AS s (c);
+            WITH terms AS (
+                SELECT ch.id AS chunk_id, ch.collection_id, u.lexeme,
+                       cardinality(array_positions(u.weights, 'A')) AS tf_title,
+                       cardinality(u.weights) - cardinality(array_positions(u.weights, 'A'))
+                           AS tf_body
+                FROM unnest(ids) AS i (id)
+                JOIN chunks AS ch USING (id)
+                CROSS JOIN LATERAL unnest(ch.tsv) AS u
+            ), lengths AS (
+                SELECT ch.id AS chunk_id, ch.collection_id, ch.language,
+                       coalesce(sum(t.tf_title), 0) AS len_title,
+                       coalesce(sum(t.tf_body), 0) AS len_body
+                FROM unnest(ids) AS i (id)
+                JOIN chunks AS ch USING (id)
+                LEFT JOIN terms AS t ON t.chunk_id = ch.id
+                GROUP BY ch.id, ch.collection_id, ch.language
+            ), added AS (
+                INSERT INTO postings (collection_id, lexeme, chunk_id,
+                                      tf_title, tf_body, len_title, len_body)
+                SELECT t.collection_id, t.lexeme, t.chunk_id,
+                       t.tf_title, t.tf_body, l.len_title, l.len_body
+                FROM terms AS t
+                JOIN lengths AS l USING (chunk_id)
+                -- In index order: consecutive rows land on the same index pages.
+                ORDER BY t.collection_id, t.lexeme
+            ), counted AS (
+                INSERT INTO bm25_pending_terms (collection_id, lexeme, df)
+                SELECT collection_id, lexeme, count(*) FROM terms GROUP BY 1, 2
+            )
+            INSERT INTO bm25_pending_sizes
+                (collection_id, language, chunks, length_title, length_body)
+            SELECT collection_id, language, count(*), sum(len_title), sum(len_body)
+            FROM lengths
+            GROUP BY 1, 2;
+        END
+        $$
+        """

@@ -122,34 +122,169 @@ def upgrade() -> None:
     )
     # Every posting of a collection, wherever it is stored: the delta, and (with the extension)
     # the blocks less the dead chunks. `cari bm25 check` compares it with a recount.
+    op.execute(stored_postings_function())
+    op.execute(fold_function())
+    # A rebuild recounts into the delta, then folds it when the extension is there.
+    op.execute(_rebuild(blocks=True))
+
+
+def downgrade() -> None:
+    # Blocks cannot be read without the extension: unfold them into the delta first.
     op.execute(
         """
-        CREATE FUNCTION bm25_stored_postings(collection bigint)
-        RETURNS TABLE (chunk_id bigint, lexeme text, tf_title integer, tf_body integer,
-                       len_title integer, len_body integer)
-        LANGUAGE plpgsql STABLE AS $$
+        INSERT INTO postings (collection_id, lexeme, chunk_id, tf_title, tf_body, len_title,
+                              len_body)
+        SELECT c.id, s.lexeme, s.chunk_id, s.tf_title, s.tf_body, s.len_title, s.len_body
+        FROM collections AS c
+        CROSS JOIN LATERAL bm25_stored_postings(c.id) AS s
+        WHERE EXISTS (SELECT FROM bm25_blocks AS b WHERE b.collection_id = c.id)
+          AND NOT EXISTS (SELECT FROM postings AS p
+                          WHERE p.collection_id = c.id AND p.chunk_id = s.chunk_id
+                            AND p.lexeme = s.lexeme)
+        """
+    )
+    op.execute("DROP TRIGGER bm25_collection_deleting ON collections")
+    op.execute("DROP FUNCTION bm25_collection_deleting()")
+    op.execute(_unindex(blocks=False))
+    op.execute(_collections_deleted(blocks=False))
+    op.execute(_rebuild(blocks=False))
+    op.execute(_tf(zero_safe=False))
+    op.execute("DROP FUNCTION bm25_fold(bigint)")
+    op.execute("DROP FUNCTION bm25_stored_postings(bigint)")
+    op.execute("DROP TABLE bm25_dead")
+    op.execute("DROP TABLE bm25_blocks")
+
+
+# The functions below come in two states: with blocks (this revision) and without (its
+# downgrade, which behaves as revision 0013 did; the removed chunks' statistics are counted
+# from their tsvectors in both, which equals counting their posting rows).
+
+
+def _unindex(*, blocks: bool) -> str:
+    dead = (
+        """
+            ), folded AS (
+                INSERT INTO bm25_dead (collection_id, chunk_id, lexemes)
+                SELECT o.collection_id, o.chunk_id, tsvector_to_array(o.tsv)
+                FROM old AS o
+                WHERE NOT EXISTS (SELECT FROM gone AS g WHERE g.chunk_id = o.chunk_id)
+                  -- Not "the collection has blocks": a fold committing while this statement
+                  -- waited for the rows it moved would not be seen by that test.
+                  AND EXISTS (SELECT FROM pg_extension WHERE extname = 'cari_bm25')
+                ON CONFLICT (collection_id, chunk_id) DO NOTHING"""
+        if blocks
+        else ""
+    )
+    return f"""
+        CREATE OR REPLACE FUNCTION bm25_unindex(ids bigint[], collection_ids bigint[],
+                                                languages regconfig[], tsvs tsvector[])
+        RETURNS void LANGUAGE plpgsql AS $$
         BEGIN
-            RETURN QUERY
-                SELECT p.chunk_id, p.lexeme, p.tf_title::integer, p.tf_body::integer,
-                       p.len_title, p.len_body
-                FROM postings AS p WHERE p.collection_id = collection;
-            IF EXISTS (SELECT FROM bm25_blocks AS b WHERE b.collection_id = collection) THEN
-                -- Dynamic: the function exists only where the extension is installed.
-                RETURN QUERY EXECUTE
-                    'SELECT u.chunk_id, b.lexeme, u.tf_title, u.tf_body, u.len_title,
-                            u.len_body
-                     FROM bm25_blocks AS b CROSS JOIN LATERAL bm25_unpack(b.data) AS u
-                     WHERE b.collection_id = $1
-                       AND NOT EXISTS (SELECT FROM bm25_dead AS d
-                                       WHERE d.collection_id = $1 AND d.chunk_id = u.chunk_id)'
-                    USING collection;
-            END IF;
+            PERFORM pg_advisory_xact_lock_shared(417003, (c % 2147483647)::integer)
+            FROM (SELECT DISTINCT unnest(collection_ids)) AS s (c);
+            -- Chunks deleted with their collection need no statistics: they go with it.
+            WITH old AS (
+                SELECT * FROM unnest(ids, collection_ids, languages, tsvs)
+                    AS o (chunk_id, collection_id, language, tsv)
+                WHERE EXISTS (SELECT FROM collections WHERE id = o.collection_id)
+            ), terms AS (
+                SELECT o.chunk_id, o.collection_id, u.lexeme,
+                       cardinality(array_positions(u.weights, 'A')) AS tf_title,
+                       cardinality(u.weights) - cardinality(array_positions(u.weights, 'A'))
+                           AS tf_body
+                FROM old AS o CROSS JOIN LATERAL unnest(o.tsv) AS u
+            ), gone AS (
+                DELETE FROM postings AS p
+                USING old
+                WHERE p.chunk_id = old.chunk_id
+                RETURNING p.chunk_id{dead}
+            ), counted AS (
+                INSERT INTO bm25_pending_terms (collection_id, lexeme, df)
+                SELECT collection_id, lexeme, -count(*) FROM terms GROUP BY 1, 2
+            )
+            INSERT INTO bm25_pending_sizes
+                (collection_id, language, chunks, length_title, length_body)
+            SELECT o.collection_id, o.language, -count(*),
+                   -coalesce(sum(l.len_title), 0), -coalesce(sum(l.len_body), 0)
+            FROM old AS o
+            LEFT JOIN (
+                SELECT chunk_id, sum(tf_title) AS len_title, sum(tf_body) AS len_body
+                FROM terms GROUP BY chunk_id
+            ) AS l USING (chunk_id)
+            GROUP BY 1, 2;
+        END
+        $$
+        """  # noqa: S608
+
+
+def _tables(*, blocks: bool, extra: tuple[str, ...] = ()) -> list[str]:
+    """A collection's keyword index: what deleting or rebuilding it clears (`extra`: the
+    tables later revisions add)."""
+    packed = ["bm25_blocks", "bm25_dead"] if blocks else []
+    return [
+        "postings",
+        *extra,
+        *packed,
+        "bm25_sizes",
+        "bm25_pending_sizes",
+        "bm25_terms",
+        "bm25_pending_terms",
+    ]
+
+
+def _collections_deleted(*, blocks: bool, extra: tuple[str, ...] = ()) -> str:
+    deletes = "\n".join(
+        f"DELETE FROM {t} WHERE collection_id IN (SELECT id FROM old_collections);"  # noqa: S608
+        for t in _tables(blocks=blocks, extra=extra)
+    )
+    return f"""
+        CREATE OR REPLACE FUNCTION bm25_collections_deleted() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            {deletes}
+            RETURN NULL;
         END
         $$
         """
+
+
+def _rebuild(*, blocks: bool, extra: tuple[str, ...] = ()) -> str:
+    deletes = "\n".join(
+        f"DELETE FROM {t} WHERE collection_id = collection;"  # noqa: S608
+        for t in _tables(blocks=blocks, extra=extra)
     )
-    op.execute(
-        f"""
+    fold = "PERFORM bm25_fold(collection);" if blocks else ""
+    return f"""
+        CREATE OR REPLACE FUNCTION bm25_rebuild(collection bigint) RETURNS void
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_advisory_xact_lock(417003, (collection % 2147483647)::integer);
+            {deletes}
+            PERFORM bm25_index(ARRAY(SELECT id FROM chunks WHERE collection_id = collection));
+            PERFORM bm25_compact(collection);
+            {fold}
+        END
+        $$
+        """  # noqa: S608
+
+
+def _tf(*, zero_safe: bool) -> str:
+    # BM25's term-frequency factor: tf·(k1+1) / (tf + k1·(1 - b + b·len/avglen)); the
+    # extension computes the same expression and scores a zero count 0.
+    factor = "tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen))"
+    body = f"CASE WHEN tf = 0 THEN 0 ELSE {factor} END" if zero_safe else factor
+    return f"""
+        CREATE OR REPLACE FUNCTION bm25_tf(tf double precision, len double precision,
+                                           avglen double precision, k1 double precision,
+                                           b double precision)
+        RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        RETURN {body}
+        """
+
+
+def fold_function() -> str:
+    """`bm25_fold` as this revision creates it (later revisions restore it on downgrade)."""
+    return f"""
         CREATE FUNCTION bm25_fold(collection bigint) RETURNS boolean LANGUAGE plpgsql AS $$
         BEGIN
             IF NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'cari_bm25')
@@ -246,158 +381,31 @@ def upgrade() -> None:
         END
         $$
         """  # noqa: S608
-    )
-    # A rebuild recounts into the delta, then folds it when the extension is there.
-    op.execute(_rebuild(blocks=True))
 
 
-def downgrade() -> None:
-    # Blocks cannot be read without the extension: unfold them into the delta first.
-    op.execute(
-        """
-        INSERT INTO postings (collection_id, lexeme, chunk_id, tf_title, tf_body, len_title,
-                              len_body)
-        SELECT c.id, s.lexeme, s.chunk_id, s.tf_title, s.tf_body, s.len_title, s.len_body
-        FROM collections AS c
-        CROSS JOIN LATERAL bm25_stored_postings(c.id) AS s
-        WHERE EXISTS (SELECT FROM bm25_blocks AS b WHERE b.collection_id = c.id)
-          AND NOT EXISTS (SELECT FROM postings AS p
-                          WHERE p.collection_id = c.id AND p.chunk_id = s.chunk_id
-                            AND p.lexeme = s.lexeme)
-        """
-    )
-    op.execute("DROP TRIGGER bm25_collection_deleting ON collections")
-    op.execute("DROP FUNCTION bm25_collection_deleting()")
-    op.execute(_unindex(blocks=False))
-    op.execute(_collections_deleted(blocks=False))
-    op.execute(_rebuild(blocks=False))
-    op.execute(_tf(zero_safe=False))
-    op.execute("DROP FUNCTION bm25_fold(bigint)")
-    op.execute("DROP FUNCTION bm25_stored_postings(bigint)")
-    op.execute("DROP TABLE bm25_dead")
-    op.execute("DROP TABLE bm25_blocks")
-
-
-# The functions below come in two states: with blocks (this revision) and without (its
-# downgrade, which behaves as revision 0013 did; the removed chunks' statistics are counted
-# from their tsvectors in both, which equals counting their posting rows).
-
-
-def _unindex(*, blocks: bool) -> str:
-    dead = (
-        """
-            ), folded AS (
-                INSERT INTO bm25_dead (collection_id, chunk_id, lexemes)
-                SELECT o.collection_id, o.chunk_id, tsvector_to_array(o.tsv)
-                FROM old AS o
-                WHERE NOT EXISTS (SELECT FROM gone AS g WHERE g.chunk_id = o.chunk_id)
-                  -- Not "the collection has blocks": a fold committing while this statement
-                  -- waited for the rows it moved would not be seen by that test.
-                  AND EXISTS (SELECT FROM pg_extension WHERE extname = 'cari_bm25')
-                ON CONFLICT (collection_id, chunk_id) DO NOTHING"""
-        if blocks
-        else ""
-    )
-    return f"""
-        CREATE OR REPLACE FUNCTION bm25_unindex(ids bigint[], collection_ids bigint[],
-                                                languages regconfig[], tsvs tsvector[])
-        RETURNS void LANGUAGE plpgsql AS $$
+def stored_postings_function() -> str:
+    """`bm25_stored_postings` as this revision creates it (restored on later downgrades)."""
+    return """
+        CREATE FUNCTION bm25_stored_postings(collection bigint)
+        RETURNS TABLE (chunk_id bigint, lexeme text, tf_title integer, tf_body integer,
+                       len_title integer, len_body integer)
+        LANGUAGE plpgsql STABLE AS $$
         BEGIN
-            PERFORM pg_advisory_xact_lock_shared(417003, (c % 2147483647)::integer)
-            FROM (SELECT DISTINCT unnest(collection_ids)) AS s (c);
-            -- Chunks deleted with their collection need no statistics: they go with it.
-            WITH old AS (
-                SELECT * FROM unnest(ids, collection_ids, languages, tsvs)
-                    AS o (chunk_id, collection_id, language, tsv)
-                WHERE EXISTS (SELECT FROM collections WHERE id = o.collection_id)
-            ), terms AS (
-                SELECT o.chunk_id, o.collection_id, u.lexeme,
-                       cardinality(array_positions(u.weights, 'A')) AS tf_title,
-                       cardinality(u.weights) - cardinality(array_positions(u.weights, 'A'))
-                           AS tf_body
-                FROM old AS o CROSS JOIN LATERAL unnest(o.tsv) AS u
-            ), gone AS (
-                DELETE FROM postings AS p
-                USING old
-                WHERE p.chunk_id = old.chunk_id
-                RETURNING p.chunk_id{dead}
-            ), counted AS (
-                INSERT INTO bm25_pending_terms (collection_id, lexeme, df)
-                SELECT collection_id, lexeme, -count(*) FROM terms GROUP BY 1, 2
-            )
-            INSERT INTO bm25_pending_sizes
-                (collection_id, language, chunks, length_title, length_body)
-            SELECT o.collection_id, o.language, -count(*),
-                   -coalesce(sum(l.len_title), 0), -coalesce(sum(l.len_body), 0)
-            FROM old AS o
-            LEFT JOIN (
-                SELECT chunk_id, sum(tf_title) AS len_title, sum(tf_body) AS len_body
-                FROM terms GROUP BY chunk_id
-            ) AS l USING (chunk_id)
-            GROUP BY 1, 2;
+            RETURN QUERY
+                SELECT p.chunk_id, p.lexeme, p.tf_title::integer, p.tf_body::integer,
+                       p.len_title, p.len_body
+                FROM postings AS p WHERE p.collection_id = collection;
+            IF EXISTS (SELECT FROM bm25_blocks AS b WHERE b.collection_id = collection) THEN
+                -- Dynamic: the function exists only where the extension is installed.
+                RETURN QUERY EXECUTE
+                    'SELECT u.chunk_id, b.lexeme, u.tf_title, u.tf_body, u.len_title,
+                            u.len_body
+                     FROM bm25_blocks AS b CROSS JOIN LATERAL bm25_unpack(b.data) AS u
+                     WHERE b.collection_id = $1
+                       AND NOT EXISTS (SELECT FROM bm25_dead AS d
+                                       WHERE d.collection_id = $1 AND d.chunk_id = u.chunk_id)'
+                    USING collection;
+            END IF;
         END
         $$
-        """  # noqa: S608
-
-
-def _tables(*, blocks: bool) -> list[str]:
-    """A collection's keyword index: what deleting or rebuilding it clears."""
-    packed = ["bm25_blocks", "bm25_dead"] if blocks else []
-    return [
-        "postings",
-        *packed,
-        "bm25_sizes",
-        "bm25_pending_sizes",
-        "bm25_terms",
-        "bm25_pending_terms",
-    ]
-
-
-def _collections_deleted(*, blocks: bool) -> str:
-    deletes = "\n".join(
-        f"DELETE FROM {t} WHERE collection_id IN (SELECT id FROM old_collections);"  # noqa: S608
-        for t in _tables(blocks=blocks)
-    )
-    return f"""
-        CREATE OR REPLACE FUNCTION bm25_collections_deleted() RETURNS trigger
-        LANGUAGE plpgsql AS $$
-        BEGIN
-            {deletes}
-            RETURN NULL;
-        END
-        $$
-        """
-
-
-def _rebuild(*, blocks: bool) -> str:
-    deletes = "\n".join(
-        f"DELETE FROM {t} WHERE collection_id = collection;"  # noqa: S608
-        for t in _tables(blocks=blocks)
-    )
-    fold = "PERFORM bm25_fold(collection);" if blocks else ""
-    return f"""
-        CREATE OR REPLACE FUNCTION bm25_rebuild(collection bigint) RETURNS void
-        LANGUAGE plpgsql AS $$
-        BEGIN
-            PERFORM pg_advisory_xact_lock(417003, (collection % 2147483647)::integer);
-            {deletes}
-            PERFORM bm25_index(ARRAY(SELECT id FROM chunks WHERE collection_id = collection));
-            PERFORM bm25_compact(collection);
-            {fold}
-        END
-        $$
-        """  # noqa: S608
-
-
-def _tf(*, zero_safe: bool) -> str:
-    # BM25's term-frequency factor: tf·(k1+1) / (tf + k1·(1 - b + b·len/avglen)); the
-    # extension computes the same expression and scores a zero count 0.
-    factor = "tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen))"
-    body = f"CASE WHEN tf = 0 THEN 0 ELSE {factor} END" if zero_safe else factor
-    return f"""
-        CREATE OR REPLACE FUNCTION bm25_tf(tf double precision, len double precision,
-                                           avglen double precision, k1 double precision,
-                                           b double precision)
-        RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
-        RETURN {body}
         """

@@ -15,7 +15,7 @@
 
 #include "cari_bm25.h"
 
-PG_MODULE_MAGIC_EXT(.name = "cari_bm25",.version = "1.0");
+PG_MODULE_MAGIC_EXT(.name = "cari_bm25",.version = "1.1");
 
 /* skip what cannot reach the top k (on), or sum every posting (off, for tests) */
 bool		bm25_pruning = true;

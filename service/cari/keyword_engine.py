@@ -90,6 +90,7 @@ def _unfold(dsn: str) -> None:
     with psycopg.connect(dsn) as conn, conn.transaction():
         if conn.execute(query("keyword_extension_installed")).fetchone() is None:
             return
+        conn.execute(query("bm25_unfold_lock"))
         moved = conn.execute(query("bm25_unfold")).rowcount
         conn.execute(query("keyword_extension_drop"))
     _log.warning(

@@ -1,7 +1,8 @@
 -- Fragment (not a statement) of search_keyword.sql and search_keyword_blocks.sql, composed by
 -- cari.search.bm25.statement: every posting of the terms in the `postings` table, scored and
 -- summed per chunk (`scored`), a fired rule's group as its best alternative; its filters
--- as there.
+-- as there. `unfolded` is empty (the SQL statement) or adds the postings of the chunk delta
+-- (`search_keyword_blocks.sql`'s CTE `unfolded`).
 parts AS NOT MATERIALIZED (  -- inlined in each branch below: postings read once
     SELECT heads.chunk_id, heads.grp, heads.alt, heads.part
     FROM (
@@ -14,7 +15,7 @@ parts AS NOT MATERIALIZED (  -- inlined in each branch below: postings read once
         CROSS JOIN LATERAL (
             SELECT o.chunk_id, o.tf_title, o.tf_body, o.len_title, o.len_body
             FROM postings AS o
-            WHERE o.collection_id = %(collection_id)s AND o.lexeme = t.lexeme
+            WHERE o.collection_id = %(collection_id)s AND o.lexeme = t.lexeme{unfolded}
         ) AS h
     ) AS heads
     {filters}

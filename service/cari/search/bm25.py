@@ -51,6 +51,13 @@ async def search(
 
 
 NO_FILTERS = sql.SQL("")
+# The chunk delta's postings (the CTE `unfolded` of search_keyword_blocks.sql) beside a
+# lexeme's posting rows, in the fragment both statements share.
+UNFOLDED = sql.SQL(
+    "\n            UNION ALL"
+    "\n            SELECT u.chunk_id, u.tf_title, u.tf_body, u.len_title, u.len_body"
+    "\n            FROM unfolded AS u WHERE u.lexeme = t.lexeme"
+)
 
 
 def keyword_statement(engine: Engine, filters: sql.Composable = NO_FILTERS) -> sql.Composed:
@@ -66,12 +73,13 @@ def keyword_statement(engine: Engine, filters: sql.Composable = NO_FILTERS) -> s
         if filtered
         else filters
     )
-    shared = {
-        "terms": sql.SQL(query("fragments/search_keyword_terms").rstrip()),
-        "summed": sql.SQL(query("fragments/search_keyword_summed").rstrip()).format(filters=where),
-    }
+    summed = sql.SQL(query("fragments/search_keyword_summed").rstrip())
+    terms = sql.SQL(query("fragments/search_keyword_terms").rstrip())
     if engine == "sql":
-        return sql.SQL(query("search_keyword")).format(**shared)
+        return sql.SQL(query("search_keyword")).format(
+            terms=terms, summed=summed.format(filters=where, unfolded=NO_FILTERS)
+        )
+    shared = {"terms": terms, "summed": summed.format(filters=where, unfolded=UNFOLDED)}
     # The ids the filters allow, computed once, for the walker to skip the rest.
     allowed = (
         sql.SQL(
