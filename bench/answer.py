@@ -23,8 +23,8 @@ from bench.database import fresh_runtime
 from bench.embedding_cache import CachingEmbedder
 from bench.quality import DATASETS, default_language, ingest_corpus, load_qrels, load_queries
 from cari import collection
-from cari.answer.service import AnswerRequest
-from cari.search.engine import SearchRequest
+from cari.schema.answer import AnswerRequest
+from cari.schema.search import SearchRequest
 from cari.settings import load_settings
 
 DATABASE = "cari_bench_answer"

@@ -44,8 +44,8 @@ from bench.search import (
 )
 from cari import synonyms
 from cari.queries import query
+from cari.schema.search import SearchRequest
 from cari.search import bm25, highlights
-from cari.search.engine import SearchRequest
 from cari.settings import load_settings
 
 DATABASE = "cari_bench_highlights"

@@ -68,8 +68,9 @@ from cari import collection
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import Ingestor
 from cari.ingest.store import NewDocument
+from cari.limits import Mode
 from cari.runtime import Runtime
-from cari.search.engine import Mode, SearchRequest
+from cari.schema.search import SearchRequest
 from cari.search.fusion import Candidate, weighted_rrf
 from cari.settings import load_settings
 

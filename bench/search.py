@@ -75,13 +75,14 @@ from psycopg_pool import AsyncConnectionPool
 
 from bench.database import fresh_runtime
 from cari import migrations
-from cari.collection import CollectionCreate
 from cari.embed import Embedder
 from cari.ingest import store
+from cari.limits import Mode
 from cari.queries import query
 from cari.runtime import Runtime
+from cari.schema.collections import CollectionCreate
+from cari.schema.search import SearchRequest
 from cari.search import bm25, highlights
-from cari.search.engine import Mode, SearchRequest
 from cari.settings import Settings, load_settings
 from cari.vector_space import space
 

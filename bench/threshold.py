@@ -56,8 +56,9 @@ from bench.quality import (
     load_queries,
 )
 from cari import collection
+from cari.schema.search import SearchRequest
 from cari.search import fit
-from cari.search.engine import Searcher, SearchRequest
+from cari.search.engine import Searcher
 from cari.search.relevance import Evidence, Scale, keep
 from cari.settings import load_settings
 

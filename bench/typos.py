@@ -70,8 +70,8 @@ from bench.quality import (
 )
 from cari import collection
 from cari.queries import query
+from cari.schema.search import SearchRequest
 from cari.search import bm25
-from cari.search.engine import SearchRequest
 from cari.settings import Settings, load_settings
 
 DEPTH = 100

@@ -10,9 +10,9 @@ import pytest
 from litestar.routes import HTTPRoute
 from litestar.testing import TestClient
 
-from cari.answer.service import AnswerRequest
-from cari.collection import CollectionCreate, CollectionUpdate
-from cari.search.engine import SearchRequest
+from cari.schema.answer import AnswerRequest
+from cari.schema.collections import CollectionCreate, CollectionUpdate
+from cari.schema.search import SearchRequest
 from tests.conftest import app_client
 
 

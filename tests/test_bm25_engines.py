@@ -26,7 +26,6 @@ import pytest
 from psycopg import sql
 
 from cari import collection, keyword_engine, synonyms
-from cari.collection import CollectionCreate
 from cari.ingest.store import (
     CollectionRef,
     clear_documents,
@@ -36,6 +35,7 @@ from cari.ingest.store import (
     write_documents,
 )
 from cari.queries import query
+from cari.schema.collections import CollectionCreate
 from cari.search import bm25
 from cari.search.filters import compile_filters
 from cari.settings import Settings

@@ -9,12 +9,12 @@ import click
 import msgspec
 import pytest
 
-from cari.answer.service import AnswerRequest
 from cari.cli import main
-from cari.collection import Collection
 from cari.limits import Method, Mode, Threshold, TopK, bounds, choices
+from cari.schema.answer import AnswerRequest
+from cari.schema.collections import Collection
+from cari.schema.search import SearchRequest
 from cari.search import tool
-from cari.search.engine import SearchRequest
 
 
 def _option(command: str, name: str) -> click.Parameter:

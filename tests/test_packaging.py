@@ -87,6 +87,8 @@ def test_the_installed_wheel_serves_ingests_and_searches(
     shipped = {str(p.relative_to(ext)) for p in extension.source_files(Path(ext))}
     assert shipped == {str(Path(name).relative_to("ext/cari_bm25")) for name in tracked}
     assert str(ROOT / "service") not in path, path  # the editable install's .pth was not read
+    # PEP 561: a user's type checker reads the client's (and every module's) annotations.
+    assert (Path(module).parent / "py.typed").is_file()
     console = Path(module).parent / "console"  # the search console's page and scripts
     assert {"index.html", "console.js", "api.js", "render.js", "console.css"} <= {
         file.name for file in console.iterdir()

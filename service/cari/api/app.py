@@ -30,7 +30,7 @@ from cari.api.request_ids import RequestIdMiddleware, echo_request_id
 from cari.api.search import search
 from cari.ingest.pipeline import backfill_embeddings
 from cari.mcp.server import http_sessions
-from cari.replicas import HEADER
+from cari.schema.consistency import HEADER
 from cari.search import fit
 from cari.settings import LOCAL_EMBEDDER, Settings
 from cari.supervisor import supervise

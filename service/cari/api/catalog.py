@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-import msgspec
 import psycopg
 from litestar import Controller, Request, delete, get, post
 from litestar.datastructures import State
@@ -13,32 +12,24 @@ from litestar.di import NamedDependency
 from litestar.openapi.spec import Example
 from litestar.params import Body, Parameter
 
-from cari.api.documents import Deleted
 from cari.api.openapi import CollectionName, DocumentedAs, V1Operation
 from cari.api.path_ids import path_id, whole_collection
 from cari.api.problems import responses
 from cari.catalog import store
-from cari.catalog.store import (
+from cari.errors import InvalidInput
+from cari.ingest.pipeline import Ingestor
+from cari.schema.catalog import (
+    CatalogImport,
     CatalogItem,
     CatalogItemIn,
     FinancingRate,
     FinancingRateIn,
-    ItemResult,
-    RateResult,
+    RatesImport,
 )
-from cari.errors import InvalidInput
-from cari.ingest.pipeline import Ingestor
+from cari.schema.documents import Deleted
 from cari.settings import Settings
 
 Conn = NamedDependency[psycopg.AsyncConnection[Any]]
-
-
-class CatalogImport(msgspec.Struct):
-    results: list[ItemResult]
-
-
-class RatesImport(msgspec.Struct):
-    results: list[RateResult]
 
 
 # Checked item by item, so an error names `items[i].field`.

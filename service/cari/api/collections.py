@@ -15,8 +15,7 @@ from cari import collection as collections
 from cari import synonyms
 from cari.api.openapi import CollectionName, V1Operation
 from cari.api.problems import responses
-from cari.collection import Collection, CollectionCreate, CollectionUpdate
-from cari.synonyms import Synonyms
+from cari.schema.collections import Collection, CollectionCreate, CollectionUpdate, Synonyms
 
 Conn = NamedDependency[psycopg.AsyncConnection[Any]]
 

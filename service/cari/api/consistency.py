@@ -23,7 +23,8 @@ from litestar.types import ASGIApp, HTTPScope, Message, Receive, Scope, Send
 from psycopg_pool import PoolTimeout
 
 from cari import metrics
-from cari.replicas import HEADER, Reads, parse_token
+from cari.replicas import Reads
+from cari.schema.consistency import HEADER, parse_token
 
 # A handler whose POST only reads (search, answer) says so: its response carries no token.
 READS_ONLY = {"reads_only": True}

@@ -6,10 +6,9 @@ from __future__ import annotations
 import base64
 import json
 import re
-from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import anyio.to_thread
 import msgspec
@@ -20,7 +19,6 @@ from litestar.di import NamedDependency
 from litestar.openapi.spec import Example
 from litestar.params import Body, Parameter
 
-from cari import limits
 from cari.api.openapi import CURSOR, CollectionName, DocumentedAs, V1Operation
 from cari.api.path_ids import path_id, whole_collection
 from cari.api.problems import responses
@@ -28,77 +26,21 @@ from cari.errors import CariError, InvalidInput
 from cari.ingest import formats, store, stored
 from cari.ingest.pipeline import BatchResult, Ingestor
 from cari.ingest.store import NewDocument
-from cari.ingest.stored import Document
+from cari.schema.documents import (
+    Deleted,
+    Document,
+    DocumentBatch,
+    DocumentIn,
+    DocumentPage,
+    DocumentResult,
+    DocumentSummary,
+    IngestResponse,
+    Rejection,
+)
 from cari.search.filters import compile_metadata
 from cari.settings import Settings
 
 Conn = NamedDependency[psycopg.AsyncConnection[Any]]
-
-
-class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """One document. `text` (or its alias `content`) is parsed according to `format`."""
-
-    id: limits.DocumentId | None = None
-    title: str = ""
-    text: str | None = None
-    content: str | None = None
-    format: Literal["text", "markdown", "html"] = "text"
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
-    source: str | None = None
-    language: (
-        Annotated[
-            str,
-            msgspec.Meta(
-                pattern=formats.LANGUAGE_NAME.pattern,
-                description="Text-search configuration of this document, if not the "
-                "collection's: english, indonesian, simple, ...",
-            ),
-        ]
-        | None
-    ) = None
-
-
-class DocumentBatch(msgspec.Struct, forbid_unknown_fields=True):
-    documents: list[DocumentIn]
-
-
-class Rejection(msgspec.Struct):
-    index: int
-    id: str | None
-    reason: str
-
-
-class DocumentResult(msgspec.Struct):
-    id: str
-    status: Literal["created", "updated", "unchanged"]
-    chunks: int
-    embedded: bool
-
-
-class IngestResponse(msgspec.Struct):
-    results: list[DocumentResult]
-    rejected: list[Rejection]
-    warnings: list[str]
-
-
-class DocumentSummary(msgspec.Struct):
-    id: str
-    title: str
-    source: str | None
-    metadata: dict[str, Any]
-    content_hash: str
-    chunks: int
-    created_at: datetime
-    updated_at: datetime
-
-
-class DocumentPage(msgspec.Struct):
-    documents: list[DocumentSummary]
-    next_cursor: str | None  # pass as `cursor` for the next page; None: this was the last
-
-
-class Deleted(msgspec.Struct):
-    deleted: int
 
 
 def _cursor(last_id: str) -> str:

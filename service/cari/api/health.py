@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Literal
 
-import msgspec
 import psycopg
 from litestar import Response, get
 from litestar.datastructures import State
@@ -14,24 +12,9 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from cari import migrations
 from cari.keyword_engine import KeywordEngine
+from cari.schema.health import Health, Readiness
 
 log = logging.getLogger(__name__)
-
-
-class Health(msgspec.Struct):
-    status: Literal["ok"]
-
-
-class Readiness(msgspec.Struct, omit_defaults=True):
-    """Ready: the schema's revision and the engine serving keyword search (`cari_bm25`, Cari's
-    C extension, at `keyword_engine_version`; or `sql`, the SQL statement). Not ready (503):
-    the reason."""
-
-    status: Literal["ready", "unavailable"]
-    schema: str | None = None
-    keyword_engine: Literal["cari_bm25", "sql"] | None = None
-    keyword_engine_version: str | None = None
-    reason: str | None = None
 
 
 @get("/healthz", summary="The process is up", operation_id="getHealth", sync_to_thread=False)

@@ -12,7 +12,8 @@ from litestar.params import Body
 from cari.api.consistency import READS_ONLY, ConsistencyToken, token
 from cari.api.openapi import CollectionName, V1Operation
 from cari.api.problems import responses
-from cari.search.engine import Searcher, SearchRequest, SearchResponse
+from cari.schema.search import SearchRequest, SearchResponse
+from cari.search.engine import Searcher
 
 QUESTION = Example(
     summary="A question",
