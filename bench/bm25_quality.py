@@ -72,7 +72,7 @@ from cari import collection
 from cari.ingest import store
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import chunk
-from cari.queries import query
+from cari.db.queries import query
 from cari.runtime import Runtime
 from cari.search import bm25
 from cari.settings import Settings, load_settings

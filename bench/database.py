@@ -13,7 +13,8 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from cari import embedded, migrations
+from cari.db import embedded
+from cari.db import migrations
 from cari.embed import Embedder
 from cari.runtime import Runtime, open_runtime
 from cari.settings import Settings

@@ -43,7 +43,7 @@ from bench.search import (
     synthetic_vectors,
 )
 from cari import synonyms
-from cari.queries import query
+from cari.db.queries import query
 from cari.schema.search import SearchRequest
 from cari.search import bm25, highlights
 from cari.settings import load_settings

@@ -57,11 +57,11 @@ from cari.cli.documents import SERVICE_BATCH_SIZE
 from cari.ingest import bulk, store
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import chunk
-from cari.migrations import vector_index_drop_statement, vector_indexes_statement
-from cari.queries import query
+from cari.db.migrations import vector_index_drop_statement, vector_indexes_statement
+from cari.db.queries import query
 from cari.runtime import make_embedder, make_pool
 from cari.settings import Settings, load_settings
-from cari.vector_space import space
+from cari.db.vector_space import space
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "eval" / "datasets"

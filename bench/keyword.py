@@ -94,7 +94,7 @@ from psycopg.types.json import Jsonb
 from bench import search as search_bench
 from bench.database import fresh_runtime
 from cari.ingest import store
-from cari.queries import query
+from cari.db.queries import query
 from cari.search import bm25
 from cari.search.bm25 import KeywordResult
 from cari.settings import load_settings

@@ -69,7 +69,9 @@ from bench.load import (
 )
 from bench.search import ROOT, base_vectors, load_corpus, load_passages, load_queries
 from bench.search import synthetic_vectors as synthetic
-from cari import embedded, migrations, standby
+from cari.db import embedded
+from cari.db import migrations
+from cari.db import standby
 from cari.runtime import open_runtime
 from cari.settings import load_settings
 

@@ -74,17 +74,17 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from bench.database import fresh_runtime
-from cari import migrations
+from cari.db import migrations
 from cari.embed import Embedder
 from cari.ingest import store
 from cari.limits import Mode
-from cari.queries import query
+from cari.db.queries import query
 from cari.runtime import Runtime
 from cari.schema.collections import CollectionCreate
 from cari.schema.search import SearchRequest
 from cari.search import bm25, highlights
 from cari.settings import Settings, load_settings
-from cari.vector_space import space
+from cari.db.vector_space import space
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "eval" / "datasets"

@@ -69,7 +69,7 @@ from bench.quality import (
     mean_metrics,
 )
 from cari import collection
-from cari.queries import query
+from cari.db.queries import query
 from cari.schema.search import SearchRequest
 from cari.search import bm25
 from cari.settings import Settings, load_settings

@@ -333,7 +333,7 @@ def test_openapi_schema_and_docs(client: TestClient[Any]) -> None:
 
 def test_pool_applies_session_settings(dsn: str) -> None:
     with app_client(dsn, hnsw_ef_search=123, statement_timeout_ms=4567) as client:
-        pool = client.app.state.pool
+        pool = client.app.state.runtime.pool
         values = client.blocking_portal.call(_show_settings, pool)
     assert values == ("123", "4567ms")
 

@@ -16,7 +16,8 @@ from bench.reference import ReferenceBM25, analyzed_tokens, query_terms
 from pgvector.psycopg import register_vector_async
 from psycopg import sql
 
-from cari import collection, keyword_engine
+from cari import collection
+from cari.db import keyword_engine
 from cari.ingest import store
 from cari.ingest.chunking import Chunk
 from cari.ingest.formats import Section

@@ -25,7 +25,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from cari import collection, keyword_engine, synonyms
+from cari import collection, synonyms
+from cari.db import keyword_engine
+from cari.db.queries import query
 from cari.ingest.store import (
     CollectionRef,
     clear_documents,
@@ -34,7 +36,6 @@ from cari.ingest.store import (
     delete_document,
     write_documents,
 )
-from cari.queries import query
 from cari.schema.collections import CollectionCreate
 from cari.search import bm25
 from cari.search.filters import compile_filters

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from litestar.testing import TestClient
 
-from cari import embedded, migrations, standby
+from cari.db import embedded, migrations, standby
 from cari.schema.consistency import HEADER, format_token, parse_token
 from cari.settings import Settings
 from tests.conftest import app_client, cli_env, settings_for

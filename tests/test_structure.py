@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from cari.queries import SQL_DIR
+from cari.db.queries import SQL_DIR
 
 PACKAGE = Path(__file__).resolve().parents[1] / "service" / "cari"
 
@@ -210,7 +210,7 @@ CODE = [PACKAGE, PACKAGE.parents[1] / "alembic", PACKAGE.parents[1] / "bench"]
 
 
 def _named_statements() -> tuple[dict[str, list[str]], set[str]]:
-    """Each statement name passed as a literal to `cari.queries.query` (under any alias) in the
+    """Each statement name passed as a literal to `cari.db.queries.query` (under any alias) in the
     code, with the files that name it; and every string literal in the code."""
     named: dict[str, list[str]] = {}
     strings: set[str] = set()
@@ -220,7 +220,7 @@ def _named_statements() -> tuple[dict[str, list[str]], set[str]]:
             aliases = {
                 alias.asname or alias.name
                 for node in ast.walk(tree)
-                if isinstance(node, ast.ImportFrom) and node.module == "cari.queries"
+                if isinstance(node, ast.ImportFrom) and node.module == "cari.db.queries"
                 for alias in node.names
                 if alias.name == "query"
             }

@@ -9,8 +9,8 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import kwargs_row
 
+from cari.db.queries import query
 from cari.errors import ConfigError, Conflict, InvalidInput, NotFound
-from cari.queries import query
 from cari.schema.collections import (
     Collection,
     CollectionCreate,

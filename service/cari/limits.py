@@ -30,6 +30,10 @@ MAX_SYNONYM_RULES = 1000  # per collection
 MAX_SYNONYM_TERMS = 32  # per rule
 MAX_TENOR_MONTHS = 600  # a financing rate's, and a tenor a question names
 
+# A listing's page (`?limit=`: documents, catalog items): its size by default and at most.
+PAGE_LIMIT = 100
+MAX_PAGE_LIMIT = 1000
+
 
 def choices(literal: Any) -> tuple[str, ...]:
     """The values a `Literal` type allows, in order."""

@@ -17,10 +17,10 @@ import numpy as np
 from psycopg_pool import AsyncConnectionPool
 
 from cari.catalog.store import item_text
+from cari.db.queries import query
 from cari.embed import Embedder, Embedders
 from cari.errors import ConfigError, InvalidInput, NotFound
 from cari.ingest import store
-from cari.queries import query
 from cari.schema.catalog import CatalogItemIn
 from cari.settings import Settings
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import psycopg
 
+from cari.db.queries import query
 from cari.errors import InvalidInput, NotFound
 from cari.limits import MAX_SYNONYM_TERMS
-from cari.queries import query
 from cari.schema.collections import Synonyms
 
 Conn = psycopg.AsyncConnection[Any]

@@ -33,8 +33,8 @@ from cari.answer.citations import (
 )
 from cari.answer.extractive import extractive_answer
 from cari.answer.llm import ChatClient, Usage
+from cari.db.replicas import Node
 from cari.errors import LLMUnavailable
-from cari.replicas import Node
 from cari.schema.answer import (
     AnswerRequest,
     AnswerResponse,
@@ -91,7 +91,7 @@ class Answerer:
         self, collection_name: str, request: AnswerRequest, *, token: int | None = None
     ) -> Prepared:
         """Search for the answer's sources, on a read replica (one that has replayed `token`,
-        a write's consistency token, when given) or the primary (`cari.replicas`)."""
+        a write's consistency token, when given) or the primary (`cari.db.replicas`)."""
         return await self.searcher.reads.run(
             token, lambda node: self._prepare(node, collection_name, request)
         )

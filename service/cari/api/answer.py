@@ -8,7 +8,6 @@ from typing import Annotated, Any
 import msgspec
 import psycopg
 from litestar import Request, get, post
-from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import Example
@@ -20,6 +19,7 @@ from cari.answer.service import Answerer, Prepared
 from cari.api.consistency import READS_ONLY, ConsistencyToken, token
 from cari.api.openapi import AnswerOperation, CollectionName, V1Operation
 from cari.api.problems import responses
+from cari.api.state import AppState
 from cari.schema.answer import AnswerRequest, AnswerResponse
 from cari.schema.tool import Tool
 from cari.search import tool as search_tool
@@ -53,13 +53,13 @@ QUESTION = Example(summary="A question", value={"query": "berapa cicilan honda c
     opt=READS_ONLY,
 )
 async def answer(
-    state: State,
+    state: AppState,
     request: Request[Any, Any, Any],
     collection: CollectionName,
     data: Annotated[AnswerRequest, Body(examples=[QUESTION])],
     consistency: ConsistencyToken = None,
 ) -> Response[Any]:
-    answerer: Answerer = state.answerer
+    answerer = state.runtime.answerer
     prepared = await answerer.prepare(collection, data, token=token(consistency))
     if data.stream or EVENT_STREAM in request.headers.get("accept", ""):
         return ServerSentEvent(_messages(answerer, prepared))

@@ -14,14 +14,15 @@ import anyio.to_thread
 import msgspec
 import psycopg
 from litestar import Controller, Request, delete, get, post, put
-from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.openapi.spec import Example
 from litestar.params import Body, Parameter
 
+from cari import limits
 from cari.api.openapi import CURSOR, CollectionName, DocumentedAs, V1Operation
 from cari.api.path_ids import path_id, whole_collection
 from cari.api.problems import responses
+from cari.api.state import AppState
 from cari.errors import CariError, InvalidInput
 from cari.ingest import formats, store, stored
 from cari.ingest.pipeline import BatchResult, Ingestor
@@ -203,7 +204,7 @@ class DocumentsController(Controller):
         guards=[whole_collection],
     )
     async def add(
-        self, state: State, collection: CollectionName, data: OneOrBatch
+        self, state: AppState, collection: CollectionName, data: OneOrBatch
     ) -> IngestResponse:
         settings: Settings = state.settings
         batch = "documents" in data and isinstance(data["documents"], list)
@@ -229,7 +230,7 @@ class DocumentsController(Controller):
                 "every document was rejected: "
                 + "; ".join(f"[{r.index}] {r.reason}" for r in rejected),
             )
-        ingestor: Ingestor = state.ingestor
+        ingestor: Ingestor = state.runtime.ingestor
         budget = settings.write_embedding_budget_s
         result = await ingestor.ingest(collection, documents, embedding_budget_s=budget)
         return _response(result, rejected)
@@ -244,7 +245,7 @@ class DocumentsController(Controller):
     async def upsert(
         self,
         request: Request[Any, Any, Any],
-        state: State,
+        state: AppState,
         collection: CollectionName,
         document_id: DocumentId,
         data: OneDocument,
@@ -252,7 +253,7 @@ class DocumentsController(Controller):
         document = await anyio.to_thread.run_sync(
             partial(to_document, data, state.settings, path_id=_id(request, document_id))
         )
-        ingestor: Ingestor = state.ingestor
+        ingestor: Ingestor = state.runtime.ingestor
         budget = state.settings.write_embedding_budget_s
         return _response(
             await ingestor.ingest(collection, [document], embedding_budget_s=budget), []
@@ -276,7 +277,7 @@ class DocumentsController(Controller):
         self,
         conn: Conn,
         collection: CollectionName,
-        limit: Annotated[int, Parameter(ge=1, le=1000)] = 100,
+        limit: Annotated[int, Parameter(ge=1, le=limits.MAX_PAGE_LIMIT)] = limits.PAGE_LIMIT,
         cursor: Annotated[str | None, Parameter(max_length=1024)] = None,
         source: Annotated[str | None, Parameter(max_length=4096)] = None,
         metadata: Annotated[

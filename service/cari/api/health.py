@@ -6,12 +6,11 @@ import logging
 
 import psycopg
 from litestar import Response, get
-from litestar.datastructures import State
 from litestar.openapi.datastructures import ResponseSpec
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import PoolTimeout
 
-from cari import migrations
-from cari.keyword_engine import KeywordEngine
+from cari.api.state import AppState
+from cari.db import migrations
 from cari.schema.health import Health, Readiness
 
 log = logging.getLogger(__name__)
@@ -28,10 +27,10 @@ def healthz() -> Health:
     operation_id="getReadiness",
     responses={503: ResponseSpec(Readiness, description="Not ready", generate_examples=False)},
 )
-async def readyz(state: State) -> Response[Readiness]:
-    pool: AsyncConnectionPool = state.pool
+async def readyz(state: AppState) -> Response[Readiness]:
+    pool = state.runtime.pool
     expected: str = state.schema_head
-    keyword_engine: KeywordEngine = state.keyword_engine
+    keyword_engine = state.runtime.keyword_engine
     try:
         async with pool.connection(timeout=2.0) as conn:
             revision = await migrations.current(conn)

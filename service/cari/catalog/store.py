@@ -18,11 +18,11 @@ from psycopg.rows import kwargs_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from cari.db.queries import query
 from cari.embed import Embedders
 from cari.errors import MISSING_FIELD, UNKNOWN_FIELD, Conflict, InvalidInput, NotFound
 from cari.ingest.store import CollectionRef, collection_ref, embedder_unchanged, json_strings
 from cari.limits import MAX_TENOR_MONTHS
-from cari.queries import query
 from cari.schema.catalog import (
     CatalogItem,
     CatalogItemIn,

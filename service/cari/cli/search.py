@@ -65,7 +65,7 @@ def search(
 ) -> None:
     import msgspec
 
-    from cari import statements
+    from cari.db import statements
     from cari.schema.search import SearchRequest
 
     request = SearchRequest(

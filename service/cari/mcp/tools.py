@@ -17,10 +17,10 @@ from typing import Any
 import msgspec
 
 from cari import collection as collections
+from cari.db.replicas import Node
 from cari.errors import InvalidInput
 from cari.ingest import stored
 from cari.limits import DocumentId
-from cari.replicas import Node
 from cari.runtime import Runtime
 from cari.schema.answer import AnswerRequest, AnswerResponse
 from cari.schema.collections import Collection, Name

@@ -1,5 +1,5 @@
 """The consistency token: a write's answer carries it in a header, and a read that sends it
-back sees that write, also on a replica (`cari.replicas`)."""
+back sees that write, also on a replica (`cari.db.replicas`)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ import psycopg
 from psycopg.rows import kwargs_row
 from psycopg_pool import AsyncConnectionPool
 
-from cari.queries import query
+from cari.db.queries import query
 from cari.search.plan import SearchCollection
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,11 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from cari import metrics, synonyms, tracing, typos
+from cari import synonyms, typos
+from cari.db.keyword_engine import KeywordEngine
+from cari.db.queries import query
+from cari.db.replicas import Node, Reads
+from cari.db.vector_space import Space, space
 from cari.embed import Embedders
 from cari.errors import (
     EmbedderBusy,
@@ -41,9 +45,7 @@ from cari.errors import (
     NotFound,
     RerankUnavailable,
 )
-from cari.keyword_engine import KeywordEngine
-from cari.queries import query
-from cari.replicas import Node, Reads
+from cari.observability import metrics, tracing
 from cari.schema.search import Explain, RetrieverHit, SearchRequest, SearchResponse, SearchResult
 from cari.search import bm25, highlights, relevance, structured
 from cari.search import intent as intents
@@ -58,7 +60,6 @@ from cari.search.query_vectors import QueryVectors
 from cari.search.rerank import Reranker
 from cari.search.router import Keywords, Router
 from cari.settings import Settings
-from cari.vector_space import Space, space
 
 # Of a search's embedding budget, what is kept for the work after the embedding wait when it
 # gives up (fusion, relevance, the chunks' fetch and highlights: 10-40 ms measured at 100k
@@ -118,7 +119,7 @@ class Searcher:
         self, collection_name: str, request: SearchRequest, *, token: int | None = None
     ) -> SearchResponse:
         """Search on a read replica (one that has replayed `token`, a write's consistency
-        token, when given) or the primary (`cari.replicas`)."""
+        token, when given) or the primary (`cari.db.replicas`)."""
         return await self.reads.run(
             token, lambda node: self.search_on(node, collection_name, request)
         )

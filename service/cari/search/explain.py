@@ -45,7 +45,7 @@ def explain(
     embedded = [p for p in parts if p.vector is not None]
     scale = first.scale or default_scale
     return Explain(
-        served_by=served_by,  # primary, or the replica (cari.replicas)
+        served_by=served_by,  # primary, or the replica (cari.db.replicas)
         mode=plan.mode,
         intent=ExactTokens(
             name=exact.name,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cari.db.vector_space import Space
 from cari.limits import Method, Mode
 from cari.schema.search import SearchRequest
 from cari.search import intent as intents
@@ -16,7 +17,6 @@ from cari.search.decompose import Decomposition
 from cari.search.fusion import Candidate, Fused
 from cari.search.router import Routing
 from cari.settings import Settings
-from cari.vector_space import Space
 
 EVIDENCE_DEPTH = 10  # fused chunks weighed per sub-query, at least: room for the threshold
 

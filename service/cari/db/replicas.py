@@ -35,9 +35,9 @@ import anyio
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from cari import metrics
+from cari.db.queries import query
 from cari.errors import NotFound
-from cari.queries import query
+from cari.observability import metrics
 from cari.schema.consistency import HEADER, format_token
 
 log = logging.getLogger(__name__)
