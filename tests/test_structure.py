@@ -204,6 +204,67 @@ def test_a_tie_between_folders_is_found() -> None:
     assert not folder_ties({"cari.catalog.store": {"cari.ingest.store"}})
 
 
+# -- the map ---------------------------------------------------------------------------------
+
+ARCHITECTURE = PACKAGE.parents[1] / "docs" / "architecture.md"
+# `search/engine.py: Searcher.search`: a module of the package, and what it defines
+REFERENCE = re.compile(r"`([\w/]+\.py)(?:: ([\w.]+))?`")
+
+
+def _defines(path: Path, dotted: str) -> bool:
+    """Whether the module at `path` defines `dotted` (`Class.method`, `function`, `NAME`)."""
+    body: list[ast.stmt] = ast.parse(path.read_text(encoding="utf-8")).body
+    for name in dotted.split("."):
+        found = [
+            node
+            for node in body
+            if (
+                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and node.name == name
+            )
+            or (
+                isinstance(node, ast.Assign | ast.AnnAssign)
+                and name in {t.id for t in _targets(node) if isinstance(t, ast.Name)}
+            )
+        ]
+        if not found:
+            return False
+        body = found[0].body if isinstance(found[0], ast.ClassDef) else []
+    return True
+
+
+def _targets(node: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
+    return list(node.targets) if isinstance(node, ast.Assign) else [node.target]
+
+
+def _located(module: str) -> Path:
+    """A path the page names: in the package (`search/engine.py`), else in the repository."""
+    inside = PACKAGE / module
+    return inside if inside.exists() else PACKAGE.parents[1] / module
+
+
+def test_the_architecture_page_names_every_package() -> None:
+    page = ARCHITECTURE.read_text(encoding="utf-8")
+    packages = sorted(path.parent.name for path in PACKAGE.glob("*/__init__.py"))
+    assert "search" in packages
+    missing = [name for name in packages if f"`{name}/`" not in page]
+    assert not missing, f"docs/architecture.md does not name these packages: {missing}"
+
+
+def test_what_the_architecture_page_points_at_exists() -> None:
+    """Every module it names exists, and every function or class it names in one is defined
+    there: the request's path through the code is the code's."""
+    page = ARCHITECTURE.read_text(encoding="utf-8")
+    references = REFERENCE.findall(page)
+    assert ("search/engine.py", "Searcher.search") in references
+    stale = [
+        f"{module}: {name}" if name else module
+        for module, name in references
+        if not (where := _located(module)).is_file() or (name and not _defines(where, name))
+    ]
+    assert not stale, f"docs/architecture.md points at what is not there: {stale}"
+
+
 # -- SQL statements ----------------------------------------------------------------------------
 
 CODE = [PACKAGE, PACKAGE.parents[1] / "alembic", PACKAGE.parents[1] / "bench"]
