@@ -66,7 +66,7 @@ def test_open_bind_is_refused_without_keys(host: str) -> None:
     load_settings(allow_unauthenticated=True).check_bind(host)
 
 
-def test_readme_documents_every_setting() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+def test_configuration_page_documents_every_setting() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
     for field in Settings.model_fields:
-        assert f"`CARI_{field.upper()}`" in readme, field
+        assert f"`CARI_{field.upper()}`" in page, field

@@ -66,7 +66,8 @@ class EmbedderProfile(BaseModel):
 
 
 class Settings(BaseSettings):
-    """Every knob of Cari; the README lists each with its default."""
+    """Every knob of Cari; docs/configuration.md lists each with its default (held to it by
+    tests/test_settings.py)."""
 
     model_config = SettingsConfigDict(
         env_prefix="CARI_", env_file=".env", extra="ignore", frozen=True
