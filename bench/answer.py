@@ -13,17 +13,18 @@ relevant for the question (qrels), against how often the search's top k holds on
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import time
 from pathlib import Path
 
-from bench.database import fresh_runtime
+from bench import harness
 from bench.embedding_cache import CachingEmbedder
-from bench.quality import DATASETS, default_language, ingest_corpus, load_qrels, load_queries
+from bench.harness import DATASETS, default_language, fresh_runtime, load_qrels, load_queries
+from bench.quality import ingest_corpus
 from cari import collection
 from cari.schema.answer import AnswerRequest
+from cari.schema.collections import CollectionCreate
 from cari.schema.search import SearchRequest
 from cari.settings import load_settings
 
@@ -42,7 +43,7 @@ async def run(dataset: Path, split: str, limit: int) -> None:
         async with rt.pool.connection() as conn:
             await collection.create(
                 conn,
-                collection.CollectionCreate(name=NAME, language=default_language(dataset)),
+                CollectionCreate(name=NAME, language=default_language(dataset)),
                 settings,
             )
         counts = await ingest_corpus(rt.ingestor, NAME, dataset)
@@ -83,7 +84,7 @@ async def run(dataset: Path, split: str, limit: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--dataset", type=Path, default=DATASETS / "tydiqa-goldp-id")
     parser.add_argument("--split", default="test")
     parser.add_argument("--queries", type=int, default=200)

@@ -52,28 +52,27 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
-from bench.database import fresh_runtime
-from bench.quality import (
-    DATASETS,
-    TS_RANK_AND,
-    TS_RANK_OR,
+from bench import harness
+from bench.harness import (
     Qrels,
     Ranking,
     corpus_records,
+    datasets_with,
     default_language,
-    document_ranking,
-    evaluate,
+    dsn_of,
+    fresh_runtime,
     load_qrels,
     load_queries,
-    mean_metrics,
 )
+from bench.quality import TS_RANK_AND, TS_RANK_OR, document_ranking, evaluate, mean_metrics
 from bench.reference import ReferenceBM25, analyzed_tokens, native_tokens, query_terms
 from cari import collection
+from cari.db.queries import query
 from cari.ingest import store
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import chunk
-from cari.db.queries import query
 from cari.runtime import Runtime
+from cari.schema.collections import CollectionCreate, CollectionUpdate
 from cari.search import bm25
 from cari.settings import Settings, load_settings
 
@@ -88,9 +87,7 @@ async def load(
     """The collection, chunk id -> document id, and each chunk's indexed text by chunk id order."""
     counter, settings = rt.embedder.count_tokens, rt.settings
     async with rt.pool.connection() as conn:
-        await collection.create(
-            conn, collection.CollectionCreate(name="keyword", language=language), settings
-        )
+        await collection.create(conn, CollectionCreate(name="keyword", language=language), settings)
         ref = await store.collection_ref(conn, "keyword")
         batch: list[store.Prepared] = []
         for record in corpus_records(dataset):
@@ -181,65 +178,10 @@ async def run_dataset(
     queries = {q: t for q, t in queries_all.items() if q in qrels_all}
     qrels: Qrels = {q: qrels_all[q] for q in queries}
     async with fresh_runtime("cari_bench_bm25", settings) as rt:
-        pool = rt.pool
         ref, documents, texts = await load(rt, dataset, language)
-        chunk_ids = sorted(documents)
-        rankings: dict[str, Ranking] = {}
-        latency: dict[str, list[float]] = {}
-        engine = (await rt.keyword_engine.current()).name
-        for boost in boosts:
-            for k3 in k3s:
-                async with pool.connection() as conn:
-                    await collection.update(
-                        conn, "keyword", collection.CollectionUpdate(title_boost=boost, bm25_k3=k3)
-                    )
-                name = f"cari bm25 (boost {boost:g}, k3 {k3:g})"
-                rankings[name], latency[name] = await timed_ranking(
-                    pool, cari_ranker(ref, engine), queries, documents
-                )
-        # The same BM25 without query stop words: the rows are set aside for one pass (this
-        # database is the run's own) and put back.
-        async with pool.connection() as conn:
-            cur = await conn.execute("DELETE FROM query_stopwords RETURNING language, lexeme")
-            stop_rows = await cur.fetchall()
-        name = f"cari bm25 (boost {boosts[-1]:g}, k3 {k3s[-1]:g}, no query stop words)"
-        rankings[name], latency[name] = await timed_ranking(
-            pool, cari_ranker(ref, engine), queries, documents
-        )
-        async with pool.connection() as conn, conn.cursor() as cur:
-            await cur.executemany("INSERT INTO query_stopwords VALUES (%s, %s)", stop_rows)
-        if engine != "sql":
-            # The same-run baseline: the blocks unfolded into rows, the SQL statement on them.
-            async with pool.connection() as conn:
-                await conn.execute(query("bm25_unfold"))
-                await conn.execute("VACUUM (ANALYZE) postings, bm25_blocks")
-            boost, k3 = boosts[-1], k3s[-1]
-            name = f"cari bm25 (boost {boost:g}, k3 {k3:g}), sql engine on the rows"
-            rankings[name], latency[name] = await timed_ranking(
-                pool, cari_ranker(ref, "sql"), queries, documents
-            )
-        params = {"collection_id": ref.id, "language": language}
-        for name, statement in (("ts_rank_cd AND", TS_RANK_AND), ("ts_rank_cd OR", TS_RANK_OR)):
-            rankings[name], latency[name] = await timed_ranking(
-                pool, sql_ranker(statement, params), queries, documents
-            )
-        dsn = pool.conninfo
-    with psycopg.connect(dsn) as conn:
-        corpus = analyzed_tokens(conn, language, texts)
-        terms = query_terms(conn, language, list(queries.values()))
-    analyzed = dict(zip(queries, terms, strict=True))
-    for repeats in (False, True):
-        rankings[f"bm25s (pg tokens, {'repeats' if repeats else 'once'})"] = library_ranking(
-            corpus, analyzed, chunk_ids, documents, repeats=repeats
-        )
-    own = native_tokens(language, list(queries.values()))
-    rankings["bm25s (own tokens, repeats)"] = library_ranking(
-        native_tokens(language, texts),
-        dict(zip(queries, own, strict=True)),
-        chunk_ids,
-        documents,
-        repeats=True,
-    )
+        rankings, latency = await cari_rankings(rt, ref, language, queries, documents, boosts, k3s)
+        dsn = dsn_of(rt.pool)
+    rankings |= library_rankings(dsn, language, texts, queries, documents)
     return {
         "dataset": dataset.name,
         "split": split,
@@ -260,6 +202,86 @@ async def run_dataset(
     }
 
 
+async def cari_rankings(
+    rt: Runtime,
+    ref: store.CollectionRef,
+    language: str,
+    queries: dict[str, str],
+    documents: dict[int, str],
+    boosts: Sequence[float],
+    k3s: Sequence[float],
+) -> tuple[dict[str, Ranking], dict[str, list[float]]]:
+    """Cari's BM25 at each title boost and k3, without query stop words, on the SQL engine
+    (where the extension serves) and the two `ts_rank_cd` statements: rankings and latencies."""
+    pool = rt.pool
+    rankings: dict[str, Ranking] = {}
+    latency: dict[str, list[float]] = {}
+    engine = (await rt.keyword_engine.current()).name
+    for boost in boosts:
+        for k3 in k3s:
+            async with pool.connection() as conn:
+                await collection.update(
+                    conn, "keyword", CollectionUpdate(title_boost=boost, bm25_k3=k3)
+                )
+            name = f"cari bm25 (boost {boost:g}, k3 {k3:g})"
+            rankings[name], latency[name] = await timed_ranking(
+                pool, cari_ranker(ref, engine), queries, documents
+            )
+    # The same BM25 without query stop words: the rows are set aside for one pass (this
+    # database is the run's own) and put back.
+    async with pool.connection() as conn:
+        cur = await conn.execute("DELETE FROM query_stopwords RETURNING language, lexeme")
+        stop_rows = await cur.fetchall()
+    name = f"cari bm25 (boost {boosts[-1]:g}, k3 {k3s[-1]:g}, no query stop words)"
+    rankings[name], latency[name] = await timed_ranking(
+        pool, cari_ranker(ref, engine), queries, documents
+    )
+    async with pool.connection() as conn, conn.cursor() as cur:
+        await cur.executemany("INSERT INTO query_stopwords VALUES (%s, %s)", stop_rows)
+    if engine != "sql":
+        # The same-run baseline: the blocks unfolded into rows, the SQL statement on them.
+        async with pool.connection() as conn:
+            await conn.execute(query("bm25_unfold"))
+            await conn.execute("VACUUM (ANALYZE) postings, bm25_blocks")
+        boost, k3 = boosts[-1], k3s[-1]
+        name = f"cari bm25 (boost {boost:g}, k3 {k3:g}), sql engine on the rows"
+        rankings[name], latency[name] = await timed_ranking(
+            pool, cari_ranker(ref, "sql"), queries, documents
+        )
+    params = {"collection_id": ref.id, "language": language}
+    for name, statement in (("ts_rank_cd AND", TS_RANK_AND), ("ts_rank_cd OR", TS_RANK_OR)):
+        rankings[name], latency[name] = await timed_ranking(
+            pool, sql_ranker(statement, params), queries, documents
+        )
+    return rankings, latency
+
+
+def library_rankings(
+    dsn: str, language: str, texts: list[str], queries: dict[str, str], documents: dict[int, str]
+) -> dict[str, Ranking]:
+    """The bm25s library's rankings, on PostgreSQL's tokens (query words once, and repeated)
+    and on its own tokenizer's."""
+    chunk_ids = sorted(documents)
+    with psycopg.connect(dsn) as sync_conn:
+        corpus = analyzed_tokens(sync_conn, language, texts)
+        terms = query_terms(sync_conn, language, list(queries.values()))
+    analyzed = dict(zip(queries, terms, strict=True))
+    rankings: dict[str, Ranking] = {}
+    for repeats in (False, True):
+        rankings[f"bm25s (pg tokens, {'repeats' if repeats else 'once'})"] = library_ranking(
+            corpus, analyzed, chunk_ids, documents, repeats=repeats
+        )
+    own = native_tokens(language, list(queries.values()))
+    rankings["bm25s (own tokens, repeats)"] = library_ranking(
+        native_tokens(language, texts),
+        dict(zip(queries, own, strict=True)),
+        chunk_ids,
+        documents,
+        repeats=True,
+    )
+    return rankings
+
+
 def report(result: dict[str, Any]) -> str:
     lines = [
         f"{result['dataset']} ({result['split']}, {result['language']}): {result['chunks']:,} "
@@ -278,9 +300,7 @@ def report(result: dict[str, Any]) -> str:
 
 async def main_async(args: argparse.Namespace) -> None:
     settings = load_settings()
-    folders = args.dataset or sorted(
-        d for d in DATASETS.iterdir() if (d / "qrels" / f"{args.split}.tsv").exists()
-    )
+    folders = args.dataset or datasets_with(args.split)
     for folder in folders:
         started = time.perf_counter()
         result = await run_dataset(settings, Path(folder), args.split, args.title_boost, args.k3)
@@ -289,9 +309,8 @@ async def main_async(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", type=Path, action="append", help="a BEIR-format folder")
-    parser.add_argument("--split", default="test", help="qrels split (default: test)")
+    parser = harness.parser(__doc__)
+    harness.dataset_options(parser)
     parser.add_argument(
         "--title-boost",
         type=float,

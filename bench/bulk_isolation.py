@@ -47,29 +47,27 @@ from pathlib import Path
 import anyio
 import httpx
 import psycopg
-from pgvector.psycopg import register_vector_async
 from psycopg import sql
 
-from bench.database import fresh_database
+from bench import harness
 from bench.fast_embedder import vector_for
+from bench.harness import ROOT, fresh_database, runtime_on
 from bench.ingest_path import (
     CORPORA,
-    ROOT,
     WORDS_PER_RECORD,
     fast_embedder,
     make_records,
 )
 from bench.load import free_port, served
-from cari.db import embedded
-from cari.db import migrations
+from cari.db import embedded, migrations
+from cari.db.migrations import vector_index_drop_statement, vector_indexes_statement
+from cari.db.queries import query
+from cari.db.vector_space import space
 from cari.ingest import bulk, files, store
 from cari.ingest.bulk import Tally
 from cari.ingest.pipeline import Ingestor
-from cari.db.migrations import vector_index_drop_statement, vector_indexes_statement
-from cari.db.queries import query
 from cari.runtime import open_runtime
 from cari.settings import Settings, load_settings
-from cari.db.vector_space import space
 
 LIVE_WIDTH = 384
 OWN_WIDTH = 768
@@ -155,32 +153,30 @@ async def seed_live(dsn: str, settings: Settings, records: Sequence[Mapping[str,
     then the index built (as a bulk load would leave them)."""
     count = len(records)
     width = space(LIVE_WIDTH, settings)
-    async with await psycopg.AsyncConnection.connect(dsn) as conn:
-        await register_vector_async(conn)
+    async with runtime_on(dsn, settings) as rt, rt.pool.connection() as conn:
         ref = await store.collection_ref(conn, LIVE)
-        (simple,) = await (await conn.execute("SELECT 'english'::regconfig::oid")).fetchone() or (
-            0,
-        )
-        await conn.execute(vector_index_drop_statement(width))
-        cursor = await conn.execute(
-            "INSERT INTO documents (collection_id, external_id, content_hash) "
-            "SELECT %s, 'seed-' || i, '' FROM generate_series(0, %s - 1) AS i RETURNING id",
-            (ref.id, count),
-        )
-        ids = [row[0] for row in await cursor.fetchall()]
-        async with conn.cursor().copy(
-            "COPY chunks (collection_id, document_id, ordinal, content, language, embedding) "
-            "FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(["int8", "int8", "int4", "text", "oid", "vector"])
-            for document, record in zip(ids, records, strict=True):
-                vector = vector_for(record["text"], LIVE_WIDTH)
-                await copy.write_row((ref.id, document, 0, record["text"], simple, vector))
-        await conn.commit()
+        async with conn.transaction():
+            (simple,) = await (
+                await conn.execute("SELECT 'english'::regconfig::oid")
+            ).fetchone() or (0,)
+            await conn.execute(vector_index_drop_statement(width))
+            cursor = await conn.execute(
+                "INSERT INTO documents (collection_id, external_id, content_hash) "
+                "SELECT %s, 'seed-' || i, '' FROM generate_series(0, %s - 1) AS i RETURNING id",
+                (ref.id, count),
+            )
+            ids = [row[0] for row in await cursor.fetchall()]
+            async with conn.cursor().copy(
+                "COPY chunks (collection_id, document_id, ordinal, content, language, embedding) "
+                "FROM STDIN WITH (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(["int8", "int8", "int4", "text", "oid", "vector"])
+                for document, record in zip(ids, records, strict=True):
+                    vector = vector_for(record["text"], LIVE_WIDTH)
+                    await copy.write_row((ref.id, document, 0, record["text"], simple, vector))
         async with conn.transaction():
             await conn.execute(vector_indexes_statement(settings))
         await conn.execute("ANALYZE chunks")
-        await conn.commit()
 
 
 async def live_plan(conn: psycopg.AsyncConnection[tuple[object, ...]], live_id: int) -> bool:
@@ -382,7 +378,7 @@ def _accepts(data_dir: Path, killed: int) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--live", type=int, default=20_000)
     parser.add_argument("--records", type=int, default=2_000)
     parser.add_argument("--writers", type=int, default=2)
@@ -394,7 +390,7 @@ def main() -> None:
     if args.load:
         load(args.load[0], args.load[1], Path(args.load[2]))
         return
-    print(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+    print(f"OMP_NUM_THREADS={harness.omp_note()}")
     with fast_embedder() as env:
         env = {**env, "CARI_EMBEDDERS": embedders(env)}
         os.environ.update(env)

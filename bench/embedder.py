@@ -27,11 +27,12 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-import numpy as np
+
+from bench import harness
+from bench.harness import timed
 
 QUESTION = "berapa cicilan honda civic dengan dp 50 juta tenor {} tahun?"
 SENTENCES = (
@@ -67,8 +68,12 @@ class Before:
         for start in range(0, len(texts), 32):
             await self._run(texts[start : start + 32], False)
 
+    async def aclose(self) -> None:
+        """Nothing to close: the model is freed with the process."""
+
 
 def _now() -> Any:
+    """The local embedder as `open_runtime` builds it (no database: the embedder alone)."""
     from cari.runtime import make_embedder
     from cari.settings import load_settings
 
@@ -76,22 +81,13 @@ def _now() -> Any:
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
-    return {
-        "p50": round(float(np.percentile(values, 50)), 1),
-        "p95": round(float(np.percentile(values, 95)), 1),
-    }
-
-
-async def _timed(work: Callable[[], Awaitable[Any]]) -> float:
-    started = time.perf_counter()
-    await work()
-    return (time.perf_counter() - started) * 1000
+    p50, p95 = harness.percentiles(values, (50, 95))
+    return {"p50": round(p50, 1), "p95": round(p95, 1)}
 
 
 async def _queries(embedder: Any, count: int, offset: int) -> list[float]:
     return [
-        await _timed(lambda i=i: embedder.embed_query(QUESTION.format(offset + i)))
-        for i in range(count)
+        (await timed(embedder.embed_query(QUESTION.format(offset + i))))[0] for i in range(count)
     ]
 
 
@@ -102,6 +98,13 @@ def _busy(count: int) -> list[subprocess.Popen[bytes]]:
 
 async def child(policy: str, queries: int, passages: int, load: int) -> dict[str, Any]:
     embedder = Before() if policy == "before" else _now()
+    try:
+        return await _measure(embedder, queries, passages, load)
+    finally:
+        await embedder.aclose()
+
+
+async def _measure(embedder: Any, queries: int, passages: int, load: int) -> dict[str, Any]:
     await embedder.embed_query("warm up")
     await embedder.embed_documents([passage("warm")])
     result: dict[str, Any] = {"alone": _percentiles(await _queries(embedder, queries, 0))}
@@ -130,7 +133,7 @@ async def child(policy: str, queries: int, passages: int, load: int) -> dict[str
         i = 0
         while not done.is_set() and i < queries:
             await anyio.sleep(0.1)
-            during.append(await _timed(lambda i=i: embedder.embed_query(QUESTION.format(200 + i))))
+            during.append((await timed(embedder.embed_query(QUESTION.format(200 + i))))[0])
             i += 1
     result["during a document job"] = _percentiles(during) | {"queries": len(during)}
 
@@ -141,7 +144,7 @@ async def child(policy: str, queries: int, passages: int, load: int) -> dict[str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--passages", type=int, default=32)
     parser.add_argument("--load", type=int, default=2, help="busy processes beside the queries")
@@ -151,8 +154,7 @@ def main() -> None:
         outcome = anyio.run(child, args.child, args.queries, args.passages, args.load)
         print(json.dumps(outcome))
         return
-    unset = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
-    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env = harness.without_omp(os.environ)
     results = {}
     for policy in ("before", "now"):
         command = [sys.executable, "-m", "bench.embedder", "--child", policy]

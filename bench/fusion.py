@@ -35,7 +35,6 @@ configuration scores here what the service would return with it.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import statistics
@@ -47,17 +46,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.quality import (
-    DATASETS,
-    RUNS_DIR,
-    Qrels,
-    Ranking,
-    document_ranking,
-    evaluate,
-    load_qrels,
-    load_queries,
-    mean_metrics,
-)
+from bench import harness
+from bench.harness import DATASETS, Qrels, Ranking, load_qrels, load_queries, resampled_means
+from bench.quality import RUNS_DIR, document_ranking, evaluate, mean_metrics
 from cari.limits import Method
 from cari.search import intent
 from cari.search.fusion import Candidate, fuse
@@ -194,8 +185,7 @@ def interval(per_set: list[list[float]], rounds: int = BOOTSTRAP_ROUNDS) -> tupl
     rng = np.random.default_rng(0)  # the same figures on every run
     means = np.zeros(rounds)
     for diffs in per_set:
-        values = np.asarray(diffs)
-        means += values[rng.integers(0, len(values), (rounds, len(values)))].mean(axis=1)
+        means += resampled_means(diffs, rounds, rng)
     low, high = np.percentile(means / len(per_set), [2.5, 97.5])
     return float(low), float(high)
 
@@ -356,7 +346,7 @@ def report(tuned: dict[str, Any], reported: dict[str, Any], top: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--tune", nargs="+", default=list(TUNE), help="dataset/split to tune on")
     parser.add_argument("--report", nargs="+", default=list(REPORT), help="dataset/split to report")
     parser.add_argument("--top", type=int, default=15, help="configurations to list")

@@ -28,9 +28,7 @@ ordered by each expression: which plan PostgreSQL picks, and its p50 over 50 que
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sqlite3
 import time
 from pathlib import Path
@@ -41,11 +39,12 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from bench.database import fresh_database
+from bench import harness
 from bench.embedding_cache import cache_path
+from bench.harness import fresh_database
 from cari.db.migrations import vector_index_statement
-from cari.settings import load_settings
 from cari.db.vector_space import Space
+from cari.settings import load_settings
 
 RESULTS = Path(__file__).resolve().parent / "results" / "halfvec.json"
 TABLE = "halfvec_bench"
@@ -68,8 +67,9 @@ def load_vectors(count: int) -> np.ndarray:
 def project(vectors: np.ndarray, width: int) -> np.ndarray:
     """A deterministic Gaussian random projection to `width`, rows normalised."""
     matrix = np.random.default_rng(0).standard_normal((vectors.shape[1], width))
-    projected = (vectors @ matrix).astype(np.float32)
-    return projected / np.linalg.norm(projected, axis=1, keepdims=True)
+    projected: np.ndarray = (vectors @ matrix).astype(np.float32)
+    projected /= np.linalg.norm(projected, axis=1, keepdims=True)
+    return projected
 
 
 def exact_top(corpus: np.ndarray, queries: np.ndarray) -> np.ndarray:
@@ -215,7 +215,7 @@ def run(vectors: int, queries: int, wide: int) -> dict[str, Any]:
     report: dict[str, Any] = {
         "vectors": vectors,
         "queries": queries,
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
+        "omp_num_threads": harness.omp_note(),
         "widths": {},
     }
     for width in (384, 1536):
@@ -245,7 +245,7 @@ def run(vectors: int, queries: int, wide: int) -> dict[str, Any]:
             )
             conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(TABLE)))
             figures = {
-                kind: measure(conn, Space(width, kind), asked, exact)  # type: ignore[arg-type]
+                kind: measure(conn, Space(width, kind), asked, exact)
                 for kind in ("vector", "halfvec")
             }
             for kind in ("vector", "halfvec"):
@@ -291,7 +291,7 @@ def show(width: int, figures: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--vectors", type=int, default=12_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--wide", type=int, default=1500)

@@ -24,26 +24,25 @@ Corpus, queries and settings as `bench.search` (synthesised rows of real passage
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import random
 import re
 import statistics
-import time
 from typing import Any
 
-from bench.database import fresh_runtime
+from bench import harness
+from bench.harness import fetch_ms, fresh_runtime, summary_ms, timed
 from bench.search import (
     COLLECTION,
     TOP_K,
-    base_vectors,
-    load_corpus,
-    load_passages,
+    Passage,
+    build_corpus,
     load_queries,
-    synthetic_vectors,
 )
 from cari import synonyms
 from cari.db.queries import query
+from cari.runtime import Runtime
+from cari.schema.collections import Synonyms
 from cari.schema.search import SearchRequest
 from cari.search import bm25, highlights
 from cari.settings import load_settings
@@ -115,129 +114,133 @@ LIMIT %(candidates)s
 WORD = re.compile(r"[a-z]{5,}")
 
 
-def summary(values: list[float]) -> str:
-    p95 = statistics.quantiles(values, n=20)[-1]
-    mean, median = statistics.fmean(values), statistics.median(values)
-    return f"mean {mean:6.2f} ms, p50 {median:6.2f}, p95 {p95:6.2f}"
-
-
-async def timed(conn: Any, statement: str, params: dict[str, Any]) -> float:
-    started = time.perf_counter()
-    cur = await conn.execute(statement, params)
-    await cur.fetchall()
-    return (time.perf_counter() - started) * 1000
-
-
 async def run(chunks: int, query_count: int, rounds: int, rule_count: int) -> None:
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0, embedder="local")
     async with fresh_runtime(DATABASE, settings) as rt:
-        passages = load_passages()
-        vectors, _ = synthetic_vectors(await base_vectors(rt.embedder, passages), chunks)
-        await load_corpus(rt.pool, settings, passages, vectors)
+        passages = await build_corpus(rt, chunks)
         queries = load_queries(query_count)
         for text in queries:
             await rt.searcher.vectors.get(text.strip())
         async with rt.pool.connection() as conn:
             cur = await conn.execute("SELECT id FROM collections WHERE name = %s", (COLLECTION,))
             collection_id = int((await cur.fetchone() or (0,))[0])
+        await measure_highlights(rt, queries, rounds)
+        await measure_synonyms(rt, passages, queries, collection_id, rounds, rule_count)
 
-        # Highlights: the same result pages fetched with and without them.
-        pages: dict[str, list[int]] = {}
-        service: list[float] = []
-        with_: list[float] = []
-        bare: list[float] = []
-        for round_ in range(rounds + 1):  # round 0 warms up
-            for n, text in enumerate(queries):
-                request = SearchRequest(query=text, mode="hybrid", top_k=TOP_K, threshold=0)
-                started = time.perf_counter()
-                response = await rt.searcher.search(COLLECTION, request)
-                served = (time.perf_counter() - started) * 1000
-                pages[text] = [r.chunk_id for r in response.results if r.chunk_id is not None]
-                params = {"ids": pages[text], **highlights.params(text)}
-                async with rt.pool.connection() as conn:
-                    await conn.set_autocommit(True)
-                    if (n + round_) % 2:
-                        lit = await timed(conn, query("chunks_for_results"), params)
-                        plain = await timed(conn, BARE_FETCH, params)
-                    else:
-                        plain = await timed(conn, BARE_FETCH, params)
-                        lit = await timed(conn, query("chunks_for_results"), params)
-                if round_:
-                    service.append(served)
-                    with_.append(lit)
-                    bare.append(plain)
-        sizes = [len(ids) for ids in pages.values()]
-        added = [w - b for w, b in zip(with_, bare, strict=True)]
-        print(
-            f"\nhighlights: {len(queries)} questions x {rounds} rounds, pages of "
-            f"{statistics.fmean(sizes):.1f} chunks"
-        )
-        print(f"  fetch without highlights  {summary(bare)}")
-        print(f"  fetch with highlights     {summary(with_)}")
-        print(f"  added per search          {summary(added)}")
-        print(
-            f"  hybrid search (service)   {summary(service)}; highlights "
-            f"{statistics.fmean(added) / statistics.fmean(service):.1%} of it"
-        )
 
-        # Synonyms: keyword search with no rule, with rules, and the statement before them.
-        rng = random.Random(0)
-        words = sorted({w for text in queries for w in WORD.findall(text.lower())})
-        corpus = sorted({w for p in passages[:2000] for w in WORD.findall(p.text.lower())})
-        rng.shuffle(words)
-        rules = [f"{w}, {rng.choice([c for c in corpus if c != w])}" for w in words[:rule_count]]
-        # The service's keyword statement on the database's engine. KEYWORD_BEFORE reads the
-        # postings rows only, so it is the baseline on the SQL engine alone (with the extension
-        # the load's fold packed them into blocks).
-        engine = (await rt.keyword_engine.current()).name
-        keyword = bm25.keyword_statement(engine)
-        base = {"collection_id": collection_id, "candidates": settings.search_candidates}
-        times: dict[str, list[float]] = {"no rule": [], "rules": []}
-        if engine == "sql":
-            times["before"] = []
-        fired: list[int] = []
-        for round_ in range(2 * rounds + 1):
-            state = "rules" if round_ % 2 else "no rule"
+async def measure_highlights(rt: Runtime, queries: list[str], rounds: int) -> None:
+    """The same result pages fetched with and without highlights, against the search."""
+    pages: dict[str, list[int]] = {}
+    service: list[float] = []
+    with_: list[float] = []
+    bare: list[float] = []
+    for round_ in range(rounds + 1):  # round 0 warms up
+        for n, text in enumerate(queries):
+            request = SearchRequest(query=text, mode="hybrid", top_k=TOP_K, threshold=0)
+            served, response = await timed(rt.searcher.search(COLLECTION, request))
+            pages[text] = [r.chunk_id for r in response.results if r.chunk_id is not None]
+            params = {"ids": pages[text], **highlights.params(text)}
             async with rt.pool.connection() as conn:
                 await conn.set_autocommit(True)
-                wanted = synonyms.Synonyms(rules=rules if state == "rules" else [])
-                await synonyms.replace(conn, COLLECTION, wanted)
-                for n, text in enumerate(queries):
-                    params = {**base, "query": text}
-                    before = 0.0
-                    if (n + round_) % 2:  # which goes first alternates
-                        after = await timed(conn, keyword, params)
-                        if "before" in times:
-                            before = await timed(conn, KEYWORD_BEFORE, params)
-                    else:
-                        if "before" in times:
-                            before = await timed(conn, KEYWORD_BEFORE, params)
-                        after = await timed(conn, keyword, params)
-                    if round_ >= 1:
-                        times[state].append(after)
-                        if state == "no rule" and "before" in times:
-                            times["before"].append(before)
-                    if round_ == 1:
-                        fired.append(len(await synonyms.fired(conn, collection_id, text)))
-        print(
-            f"\nsynonyms: keyword search (engine {engine}), {settings.search_candidates} "
-            "candidates, "
-            f"{len(rules)} rules; rules fired per question: mean {statistics.fmean(fired):.1f}, "
-            f"{sum(1 for f in fired if f) / len(fired):.0%} of questions fire one or more"
-        )
-        for state, values in times.items():
-            print(f"  {state:8s} {summary(values)}")
-        mean = {state: statistics.fmean(values) for state, values in times.items()}
-        against_before = (
-            f"no rule / before: {mean['no rule'] / mean['before']:.3f}; "
-            if "before" in mean
-            else "before: measured on the SQL engine only; "
-        )
-        print(f"  {against_before}rules / no rule: {mean['rules'] / mean['no rule']:.3f}")
+                if (n + round_) % 2:
+                    lit = await fetch_ms(conn, query("chunks_for_results"), params)
+                    plain = await fetch_ms(conn, BARE_FETCH, params)
+                else:
+                    plain = await fetch_ms(conn, BARE_FETCH, params)
+                    lit = await fetch_ms(conn, query("chunks_for_results"), params)
+            if round_:
+                service.append(served)
+                with_.append(lit)
+                bare.append(plain)
+    sizes = [len(ids) for ids in pages.values()]
+    added = [w - b for w, b in zip(with_, bare, strict=True)]
+    print(
+        f"\nhighlights: {len(queries)} questions x {rounds} rounds, pages of "
+        f"{statistics.fmean(sizes):.1f} chunks"
+    )
+    print(f"  fetch without highlights  {summary_ms(bare)}")
+    print(f"  fetch with highlights     {summary_ms(with_)}")
+    print(f"  added per search          {summary_ms(added)}")
+    print(
+        f"  hybrid search (service)   {summary_ms(service)}; highlights "
+        f"{statistics.fmean(added) / statistics.fmean(service):.1%} of it"
+    )
+
+
+def synonym_rules(passages: list[Passage], queries: list[str], count: int) -> list[str]:
+    """`count` rules, each a word of the questions and a random word of the passages."""
+    rng = random.Random(0)
+    words = sorted({w for text in queries for w in WORD.findall(text.lower())})
+    corpus = sorted({w for p in passages[:2000] for w in WORD.findall(p.text.lower())})
+    rng.shuffle(words)
+    return [f"{w}, {rng.choice([c for c in corpus if c != w])}" for w in words[:count]]
+
+
+async def measure_synonyms(
+    rt: Runtime,
+    passages: list[Passage],
+    queries: list[str],
+    collection_id: int,
+    rounds: int,
+    rule_count: int,
+) -> None:
+    """Keyword search with no rule, with rules, and the statement before them."""
+    rules = synonym_rules(passages, queries, rule_count)
+    # The service's keyword statement on the database's engine. KEYWORD_BEFORE reads the
+    # postings rows only, so it is the baseline on the SQL engine alone (with the extension
+    # the load's fold packed them into blocks).
+    engine = (await rt.keyword_engine.current()).name
+    keyword = bm25.keyword_statement(engine)
+    base: dict[str, Any] = {
+        "collection_id": collection_id,
+        "candidates": rt.settings.search_candidates,
+    }
+    times: dict[str, list[float]] = {"no rule": [], "rules": []}
+    if engine == "sql":
+        times["before"] = []
+    fired: list[int] = []
+    for round_ in range(2 * rounds + 1):
+        state = "rules" if round_ % 2 else "no rule"
+        async with rt.pool.connection() as conn:
+            await conn.set_autocommit(True)
+            wanted = Synonyms(rules=rules if state == "rules" else [])
+            await synonyms.replace(conn, COLLECTION, wanted)
+            for n, text in enumerate(queries):
+                params = {**base, "query": text}
+                before = 0.0
+                if (n + round_) % 2:  # which goes first alternates
+                    after = await fetch_ms(conn, keyword, params)
+                    if "before" in times:
+                        before = await fetch_ms(conn, KEYWORD_BEFORE, params)
+                else:
+                    if "before" in times:
+                        before = await fetch_ms(conn, KEYWORD_BEFORE, params)
+                    after = await fetch_ms(conn, keyword, params)
+                if round_ >= 1:
+                    times[state].append(after)
+                    if state == "no rule" and "before" in times:
+                        times["before"].append(before)
+                if round_ == 1:
+                    fired.append(len(await synonyms.fired(conn, collection_id, text)))
+    print(
+        f"\nsynonyms: keyword search (engine {engine}), {rt.settings.search_candidates} "
+        "candidates, "
+        f"{len(rules)} rules; rules fired per question: mean {statistics.fmean(fired):.1f}, "
+        f"{sum(1 for f in fired if f) / len(fired):.0%} of questions fire one or more"
+    )
+    for state, values in times.items():
+        print(f"  {state:8s} {summary_ms(values)}")
+    mean = {state: statistics.fmean(values) for state, values in times.items()}
+    against_before = (
+        f"no rule / before: {mean['no rule'] / mean['before']:.3f}; "
+        if "before" in mean
+        else "before: measured on the SQL engine only; "
+    )
+    print(f"  {against_before}rules / no rule: {mean['rules'] / mean['no rule']:.3f}")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)

@@ -14,7 +14,6 @@ Runs on DATABASE_URL if set, else on a throwaway embedded server.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import tempfile
@@ -25,17 +24,18 @@ import numpy as np
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from bench.database import fresh_runtime
+from bench import harness
+from bench.harness import fresh_runtime
+from cari.db.migrations import vector_index_drop_statement, vector_indexes_statement
+from cari.db.queries import query
+from cari.db.vector_space import space
 from cari.ingest import store
 from cari.ingest.bulk import ingest_sources
 from cari.ingest.chunking import Chunk
 from cari.ingest.files import Source
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import chunk
-from cari.db.migrations import vector_index_drop_statement, vector_indexes_statement
-from cari.db.queries import query
 from cari.settings import Settings, load_settings
-from cari.db.vector_space import space
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT.parent / "shared" / "eval" / "datasets" / "cisi"
@@ -203,7 +203,7 @@ async def writer(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
     parser.add_argument("--documents", type=int, default=150)
     parser.add_argument("--rows", type=int, default=20_000)

@@ -29,7 +29,6 @@ to OUT. Runs on DATABASE_URL's server if set, else on a throwaway embedded serve
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -49,22 +48,22 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from bench.database import fresh_database
+from bench import harness
 from bench.fast_embedder import DIMENSION, vector_for
+from bench.harness import DATASETS, ROOT, fresh_database, load_average, runtime_on
 from bench.load import served
 from cari import collection as collections
 from cari.cli.documents import SERVICE_BATCH_SIZE
+from cari.db.migrations import vector_index_drop_statement, vector_indexes_statement
+from cari.db.queries import query
+from cari.db.vector_space import space
+from cari.embed import Embedder
 from cari.ingest import bulk, store
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import chunk
-from cari.db.migrations import vector_index_drop_statement, vector_indexes_statement
-from cari.db.queries import query
-from cari.runtime import make_embedder, make_pool
+from cari.schema.collections import CollectionCreate
 from cari.settings import Settings, load_settings
-from cari.db.vector_space import space
 
-ROOT = Path(__file__).resolve().parents[1]
-DATASETS = ROOT.parent / "shared" / "eval" / "datasets"
 CORPORA = (DATASETS / "cranfield", DATASETS / "cisi")
 WORDS_PER_RECORD = 130
 COLLECTION = "bench"
@@ -133,9 +132,11 @@ class Rows:
         return Rows(self.prepared[:documents])
 
 
-def prepare(records: Sequence[Mapping[str, str]], settings: Settings, source: str) -> Rows:
+def prepare(
+    records: Sequence[Mapping[str, str]], embedder: Embedder, settings: Settings, source: str
+) -> Rows:
     """Chunked as the ingest path chunks (the embedder's token count), vectors as it answers."""
-    count_tokens = make_embedder(settings).count_tokens
+    count_tokens = embedder.count_tokens
     prepared = []
     for record in records:
         document = store.NewDocument(
@@ -191,12 +192,13 @@ async def run(
         path.write_text("".join(json.dumps(r) + "\n" for r in records))
         head = Path(folder) / "head.jsonl"
         head.write_text("".join(json.dumps(r) + "\n" for r in records[:maintained]))
-        # The CLI names a file's documents' source by its path as typed: the same here.
-        rows = prepare(records, settings, str(path))
+        dsn = await _database(f"{prefix}_raw", settings, language)
+        async with runtime_on(dsn, settings) as rt:
+            # The CLI names a file's documents' source by its path as typed: the same here.
+            rows = prepare(records, rt.embedder, settings, str(path))
         small = rows.first(maintained)
         stored: dict[str, int] = {}
 
-        dsn = await _database(f"{prefix}_raw", settings, language)
         raw = {
             variant: await raw_copy(dsn, settings, rows, variant)
             for variant in ("full", "no_postings", "no_postings_no_gin")
@@ -264,7 +266,7 @@ KEYWORD_STORAGE = (
 async def _keyword_storage(dsn: str, settings: Settings) -> dict[str, int]:
     """Bytes of each keyword-index relation (indexes and TOAST included) after VACUUM, the
     engine, and the rows of postings and blocks."""
-    async with make_pool(dsn, settings) as pool, pool.connection() as conn:
+    async with runtime_on(dsn, settings) as rt, rt.pool.connection() as conn:
         await conn.set_autocommit(True)
         await conn.execute("VACUUM (ANALYZE)")
         sizes = {}
@@ -285,14 +287,14 @@ async def _keyword_storage(dsn: str, settings: Settings) -> dict[str, int]:
 async def _database(name: str, settings: Settings, language: str) -> str:
     """A fresh, migrated database holding the collection the stages write into."""
     dsn = await anyio.to_thread.run_sync(fresh_database, name, settings)
-    async with make_pool(dsn, settings) as pool, pool.connection() as conn:
-        spec = collections.CollectionCreate(name=COLLECTION, language=language)
+    async with runtime_on(dsn, settings) as rt, rt.pool.connection() as conn:
+        spec = CollectionCreate(name=COLLECTION, language=language)
         await collections.create(conn, spec, settings)
     return dsn
 
 
 async def _stored(dsn: str, settings: Settings) -> int:
-    async with make_pool(dsn, settings) as pool, pool.connection() as conn:
+    async with runtime_on(dsn, settings) as rt, rt.pool.connection() as conn:
         cur = await conn.execute("SELECT count(*) FROM chunks WHERE embedding IS NOT NULL")
         row = await cur.fetchone()
         return int(row[0]) if row else 0
@@ -300,7 +302,7 @@ async def _stored(dsn: str, settings: Settings) -> int:
 
 async def _track_functions(dsn: str, settings: Settings) -> bool:
     """Have the database's new sessions time its PL/pgSQL functions; false if not allowed."""
-    async with make_pool(dsn, settings) as pool, pool.connection() as conn:
+    async with runtime_on(dsn, settings) as rt, rt.pool.connection() as conn:
         try:
             name = sql.Identifier(conn.info.dbname)
             await conn.execute(sql.SQL("ALTER DATABASE {} SET track_functions = 'pl'").format(name))
@@ -311,7 +313,7 @@ async def _track_functions(dsn: str, settings: Settings) -> bool:
 
 async def _function_seconds(dsn: str, settings: Settings) -> dict[str, float]:
     """Seconds spent in each BM25 function (the sessions that ran them have ended)."""
-    async with make_pool(dsn, settings) as pool, pool.connection() as conn:
+    async with runtime_on(dsn, settings) as rt, rt.pool.connection() as conn:
         cur = await conn.execute(
             "SELECT funcname, total_time / 1000 FROM pg_stat_user_functions"
             " WHERE funcname IN ('bm25_index', 'bm25_compact') ORDER BY 1"
@@ -323,7 +325,7 @@ async def raw_copy(dsn: str, settings: Settings, rows: Rows, variant: str) -> fl
     """Seconds for one binary COPY of every chunk row (HNSW index dropped; rolled back after):
     `full` with the GIN index and the postings triggers, `no_postings` with the triggers
     disabled, `no_postings_no_gin` also without the GIN index on `tsv`."""
-    async with make_pool(dsn, settings) as pool, pool.connection() as conn:
+    async with runtime_on(dsn, settings) as rt, rt.pool.connection() as conn:
         collection = await store.collection_ref(conn, COLLECTION)
         async with conn.transaction(force_rollback=True):
             # The documents first (untimed): the rows are the chunks' alone.
@@ -375,7 +377,8 @@ async def writer(
     `workers` calls at once, folding the BM25 statistics every `bulk.COMPACT_EVERY_S` and at
     the end (as `cari ingest` does); then to build the HNSW index if `defer` dropped it."""
     batches = [rows.prepared[i : i + batch_size] for i in range(0, len(rows.prepared), batch_size)]
-    async with make_pool(dsn, settings) as pool:
+    async with runtime_on(dsn, settings) as rt:
+        pool = rt.pool
         async with pool.connection() as conn:
             collection = await store.collection_ref(conn, COLLECTION)
             if defer:
@@ -582,7 +585,7 @@ def show(report: Report, load: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--maintained", type=int, default=4_000)
     parser.add_argument("--batch-size", type=int, default=SERVICE_BATCH_SIZE)
@@ -591,7 +594,7 @@ def main() -> None:
     parser.add_argument("--profile", type=Path)
     args = parser.parse_args()
     records = make_records(args.records)
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load = load_average()
     with fast_embedder() as env:
         settings = load_settings(
             **{k.removeprefix("CARI_").lower(): v for k, v in env.items()},
@@ -615,7 +618,7 @@ def main() -> None:
         print(f"(iii)'s Python CPU by stage (py-spy, {args.profile}):")
         for name, seconds in stages(args.profile.read_text()).items():
             print(f"  {name:40s} {seconds:6.2f} s")
-    print("load average at the end", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    print("load average at the end", load_average())
 
 
 if __name__ == "__main__":

@@ -83,24 +83,24 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import psycopg
-import Stemmer  # type: ignore[import-not-found]
+import Stemmer
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from bench import harness
 from bench import search as search_bench
-from bench.database import fresh_runtime
-from cari.ingest import store
+from bench.harness import dsn_of, fresh_runtime, timed
 from cari.db.queries import query
+from cari.ingest import store
 from cari.search import bm25
 from cari.search.bm25 import KeywordResult
 from cari.settings import load_settings
 
 AConn = psycopg.AsyncConnection[Any]
-T = TypeVar("T")
 
 CORPORA = ("zipf", "pessimistic")
 COLLECTION = "bench"
@@ -403,7 +403,7 @@ async def load(
         "INSERT INTO collections (name, language) VALUES (%s, %s) RETURNING id, language::oid",
         (COLLECTION, language),
     )
-    collection_id, language = await cur.fetchone() or (0, 0)
+    collection_id, language_oid = await cur.fetchone() or (0, 0)
     cur = await conn.execute(
         "INSERT INTO documents (collection_id, external_id, title, content_hash) "
         "SELECT %s, 'doc-' || (n - 1), t, '' FROM unnest(%s::text[]) WITH ORDINALITY AS u (t, n) "
@@ -416,7 +416,7 @@ async def load(
     if load_baseline:
         await conn.execute("ALTER TABLE chunks DISABLE TRIGGER USER")
         try:
-            baseline = await copy_rows(conn, collection_id, language, document_ids, corpus.rows)
+            baseline = await copy_rows(conn, collection_id, language_oid, document_ids, corpus.rows)
         finally:
             await conn.execute("ALTER TABLE chunks ENABLE TRIGGER USER")
         await conn.execute("TRUNCATE chunks")
@@ -424,7 +424,7 @@ async def load(
     seconds = await copy_rows(
         conn,
         collection_id,
-        language,
+        language_oid,
         document_ids,
         corpus.rows,
         fold_every=fold_every,
@@ -445,7 +445,7 @@ async def load(
         None,
         None,
     )
-    return int(collection_id), int(language), report
+    return int(collection_id), int(language_oid), report
 
 
 STORAGE_ROWS = (
@@ -547,12 +547,6 @@ async def rare_query(conn: AConn, corpus: Corpus, collection_id: int, language: 
 
 
 # Measurement ----------------------------------------------------------------------------------
-
-
-async def timed(work: Awaitable[T]) -> tuple[float, T]:
-    started = time.perf_counter()
-    value = await work
-    return (time.perf_counter() - started) * 1000, value
 
 
 def _top(value: Any) -> list[tuple[int, float]]:
@@ -715,12 +709,7 @@ async def bench_corpus(
     )
     sizes_rows = await sizes(conn, STORAGE_ROWS)
     postings, _, lexemes = await counts(conn)
-    cur = await conn.execute(
-        "SELECT version(), current_setting('shared_buffers'), current_setting('work_mem'), "
-        "current_setting('jit')"
-    )
-    version, shared_buffers, work_mem, jit = await cur.fetchone() or ("", "", "", "")
-    server = f"{version}; shared_buffers {shared_buffers}, work_mem {work_mem}, jit {jit}"
+    server = await server_settings(conn)
     texts = {
         "typical": corpus.typical[:queries],
         "worst": await worst_queries(conn, corpus, collection_id, language, queries, seed),
@@ -728,57 +717,26 @@ async def bench_corpus(
     rankers = Rankers(conn, collection_id, language_oid)
     kinds = {kind: await new_kind(rankers, t) for kind, t in texts.items()}
     extension = engine.startswith(BLOCK_RANKER)
-    gc.collect()
-    gc.freeze()
-    try:
-        if not fold_every:  # the rows are all in the delta: the SQL engine's baseline
-            measured = ROW_RANKERS if ts_rank else (BASELINE,)
-            for kind, report in kinds.items():
-                await measure(rankers, report, measured)
-                print(f"  {kind}: measured {', '.join(measured)} on the rows", flush=True)
-        if extension:
-            loaded.fold_seconds = await fold(conn, collection_id)
-            started = time.perf_counter()
-            await conn.execute("VACUUM (ANALYZE)")
-            loaded.fold_vacuum_seconds = time.perf_counter() - started
-            for kind, report in kinds.items():
-                await measure(rankers, report, (BLOCK_RANKER,))
-                print(f"  {kind}: measured {BLOCK_RANKER} on the blocks", flush=True)
-    finally:
-        gc.unfreeze()
+    await measure_engines(
+        conn,
+        collection_id,
+        rankers,
+        kinds,
+        loaded,
+        fold_every=fold_every,
+        extension=extension,
+        ts_rank=ts_rank,
+    )
     sizes_blocks = await sizes(conn, STORAGE_BLOCKS) if extension else {}
     _, blocks, _ = await counts(conn)
     plans_used = await planning(conn)
 
-    plans: list[tuple[str, list[str]]] = []
-    if explains and extension:
-        common = kinds["worst"].queries[0]
-        rare = await rare_query(conn, corpus, collection_id, language)
-        plans.append((f"common lexemes {common!r}", await explain(conn, collection_id, common)))
-        plans.append((f"rare lexemes {rare!r}", await explain(conn, collection_id, rare)))
-        for kind in ("typical", "worst"):
-            k = kinds[kind]
-            slowest = int(np.argmax(k.latency[BLOCK_RANKER]))
-            text = k.queries[slowest]
-            plans.append(
-                (
-                    f"slowest {kind} query {text!r} ({k.latency[BLOCK_RANKER][slowest]:.1f} ms)",
-                    await explain(conn, collection_id, text),
-                )
-            )
-    peer_lines: list[str] = []
-    if peer and extension:
-        from bench import keyword_peer
-
-        peer_lines = await keyword_peer.compare(
-            conn,
-            corpus,
-            language,
-            {
-                k: (r.queries, r.top[BLOCK_RANKER], r.latency[BLOCK_RANKER])
-                for k, r in kinds.items()
-            },
-        )
+    plans = (
+        await slow_plans(conn, corpus, collection_id, language, kinds)
+        if explains and extension
+        else []
+    )
+    peer_lines = await peer_report(conn, corpus, language, kinds) if peer and extension else []
     return CorpusReport(
         corpus.name,
         language,
@@ -800,6 +758,85 @@ async def bench_corpus(
     )
 
 
+async def server_settings(conn: AConn) -> str:
+    """The server's version and the settings that weigh on the statements' speed."""
+    cur = await conn.execute(
+        "SELECT version(), current_setting('shared_buffers'), current_setting('work_mem'), "
+        "current_setting('jit')"
+    )
+    version, shared_buffers, work_mem, jit = await cur.fetchone() or ("", "", "", "")
+    return f"{version}; shared_buffers {shared_buffers}, work_mem {work_mem}, jit {jit}"
+
+
+async def measure_engines(
+    conn: AConn,
+    collection_id: int,
+    rankers: Rankers,
+    kinds: dict[str, KindReport],
+    loaded: LoadReport,
+    *,
+    fold_every: int,
+    extension: bool,
+    ts_rank: bool,
+) -> None:
+    """The SQL engine on the rows (unless the load folded them), then, with the extension, the
+    fold (timed into `loaded`) and the extension on the blocks."""
+    gc.collect()
+    gc.freeze()
+    try:
+        if not fold_every:  # the rows are all in the delta: the SQL engine's baseline
+            measured = ROW_RANKERS if ts_rank else (BASELINE,)
+            for kind, report in kinds.items():
+                await measure(rankers, report, measured)
+                print(f"  {kind}: measured {', '.join(measured)} on the rows", flush=True)
+        if extension:
+            loaded.fold_seconds = await fold(conn, collection_id)
+            started = time.perf_counter()
+            await conn.execute("VACUUM (ANALYZE)")
+            loaded.fold_vacuum_seconds = time.perf_counter() - started
+            for kind, report in kinds.items():
+                await measure(rankers, report, (BLOCK_RANKER,))
+                print(f"  {kind}: measured {BLOCK_RANKER} on the blocks", flush=True)
+    finally:
+        gc.unfreeze()
+
+
+async def peer_report(
+    conn: AConn, corpus: Corpus, language: str, kinds: dict[str, KindReport]
+) -> list[str]:
+    """The bm25s peer on the same corpus and queries, against the extension's figures."""
+    from bench import keyword_peer
+
+    return await keyword_peer.compare(
+        conn,
+        corpus,
+        language,
+        {k: (r.queries, r.top[BLOCK_RANKER], r.latency[BLOCK_RANKER]) for k, r in kinds.items()},
+    )
+
+
+async def slow_plans(
+    conn: AConn, corpus: Corpus, collection_id: int, language: str, kinds: dict[str, KindReport]
+) -> list[tuple[str, list[str]]]:
+    """The extension's plan for common and rare lexemes and for each kind's slowest query."""
+    plans: list[tuple[str, list[str]]] = []
+    common = kinds["worst"].queries[0]
+    rare = await rare_query(conn, corpus, collection_id, language)
+    plans.append((f"common lexemes {common!r}", await explain(conn, collection_id, common)))
+    plans.append((f"rare lexemes {rare!r}", await explain(conn, collection_id, rare)))
+    for kind in ("typical", "worst"):
+        k = kinds[kind]
+        slowest = int(np.argmax(k.latency[BLOCK_RANKER]))
+        text = k.queries[slowest]
+        plans.append(
+            (
+                f"slowest {kind} query {text!r} ({k.latency[BLOCK_RANKER][slowest]:.1f} ms)",
+                await explain(conn, collection_id, text),
+            )
+        )
+    return plans
+
+
 # Report ---------------------------------------------------------------------------------------
 
 
@@ -819,6 +856,17 @@ def format_report(report: CorpusReport) -> list[str]:
     out.append(f"   {report.description}")
     out.append(f"   {report.server}")
     out.extend(f"   {line}" for line in report.planning)
+    out.extend(format_load(report))
+    out.extend(format_storage(report))
+    for kind, k in report.kinds.items():
+        out.extend(format_kind(report.name, kind, k))
+    out.extend(report.peer)
+    return out
+
+
+def format_load(report: CorpusReport) -> list[str]:
+    """The load's and the fold's times."""
+    out: list[str] = []
     ld = report.load
     line = (
         f"load (binary COPY, {COPY_BATCH:,} rows per statement): with triggers {ld.seconds:.1f} s "
@@ -846,6 +894,12 @@ def format_report(report: CorpusReport) -> list[str]:
             f"fold (SELECT bm25_fold, after bm25_compact){moved}: {ld.fold_seconds:.1f} s, then "
             f"VACUUM (ANALYZE) {ld.fold_vacuum_seconds:.1f} s; {report.blocks:,} blocks"
         )
+    return out
+
+
+def format_storage(report: CorpusReport) -> list[str]:
+    """Bytes a chunk of the keyword index before the fold (rows) and after it (blocks)."""
+    out: list[str] = []
     if report.postings_rows:
         out.append(
             f"storage before the fold: {report.postings_rows:,} postings rows "
@@ -865,41 +919,46 @@ def format_report(report: CorpusReport) -> list[str]:
                 f"  blocks / postings rows (total, indexes included): {after / before:.3f} "
                 f"(x{before / after:.1f} smaller)"
             )
-    for kind, k in report.kinds.items():
-        n = len(k.queries)
-        out.append("")
+    return out
+
+
+def format_kind(name: str, kind: str, k: KindReport) -> list[str]:
+    """One kind of query: each ranker's percentiles against the SQL engine's, and whether the
+    extension's top 10 is the SQL statement's."""
+    out: list[str] = []
+    n = len(k.queries)
+    out.append("")
+    out.append(
+        f"-- {name} / {kind}: {n} queries, {np.mean(k.lexemes):.1f} lexemes on average "
+        f"(max {max(k.lexemes)}); one at a time, after 1 warm-up pass"
+    )
+    base = _p(k.latency[BASELINE]) if BASELINE in k.latency else None
+    out.append(
+        f"  {'ranker':<16} {'p50 ms':>8} {'p95':>8} {'p99':>8}   {'p50/sql':>7} {'p95/sql':>7}"
+        f" {'p99/sql':>7}   {'results':>7}   load after"
+    )
+    for ranker in k.latency:
+        p = _p(k.latency[ranker])
+        ratio = " ".join(f"{x:7.3f}" for x in p / base) if base is not None else f"{'-':>23}"
         out.append(
-            f"-- {report.name} / {kind}: {n} queries, {np.mean(k.lexemes):.1f} lexemes on average "
-            f"(max {max(k.lexemes)}); one at a time, after 1 warm-up pass"
+            f"  {ranker:<16} {p[0]:8.2f} {p[1]:8.2f} {p[2]:8.2f}   {ratio}   "
+            f"{np.mean(k.results[ranker]):7.1f}   {_load(k.load[ranker])}"
         )
-        base = _p(k.latency[BASELINE]) if BASELINE in k.latency else None
+    read = np.array(k.read)
+    out.append(
+        f"  postings of the query's lexemes: p50 {np.percentile(read, 50):,.0f}, p95 "
+        f"{np.percentile(read, 95):,.0f}"
+    )
+    if BASELINE in k.top and BLOCK_RANKER in k.top:
+        bad = mismatches(k, BASELINE, BLOCK_RANKER)
         out.append(
-            f"  {'ranker':<16} {'p50 ms':>8} {'p95':>8} {'p99':>8}   {'p50/sql':>7} {'p95/sql':>7}"
-            f" {'p99/sql':>7}   {'results':>7}   load after"
+            f"  top {TOP} {BLOCK_RANKER} vs {BASELINE} (ids up to ties, scores within "
+            f"{SCORE_TOLERANCE:g}): {n - len(bad)} of {n} identical"
         )
-        for ranker in k.latency:
-            p = _p(k.latency[ranker])
-            ratio = " ".join(f"{x:7.3f}" for x in p / base) if base is not None else f"{'-':>23}"
-            out.append(
-                f"  {ranker:<16} {p[0]:8.2f} {p[1]:8.2f} {p[2]:8.2f}   {ratio}   "
-                f"{np.mean(k.results[ranker]):7.1f}   {_load(k.load[ranker])}"
-            )
-        read = np.array(k.read)
-        out.append(
-            f"  postings of the query's lexemes: p50 {np.percentile(read, 50):,.0f}, p95 "
-            f"{np.percentile(read, 95):,.0f}"
-        )
-        if BASELINE in k.top and BLOCK_RANKER in k.top:
-            bad = mismatches(k, BASELINE, BLOCK_RANKER)
-            out.append(
-                f"  top {TOP} {BLOCK_RANKER} vs {BASELINE} (ids up to ties, scores within "
-                f"{SCORE_TOLERANCE:g}): {n - len(bad)} of {n} identical"
-            )
-            for q in bad[:5]:
-                out.append(f"    differs: {k.queries[q]!r}")
-                out.append(f"      sql       {k.top[BASELINE][q]}")
-                out.append(f"      cari_bm25 {k.top[BLOCK_RANKER][q]}")
-    out.extend(report.peer)
+        for q in bad[:5]:
+            out.append(f"    differs: {k.queries[q]!r}")
+            out.append(f"      sql       {k.top[BASELINE][q]}")
+            out.append(f"      cari_bm25 {k.top[BLOCK_RANKER][q]}")
     return out
 
 
@@ -948,7 +1007,7 @@ async def run(args: argparse.Namespace, corpora: list[str]) -> None:
         database = f"cari_bench_keyword_{name}_{args.language}"
         async with fresh_runtime(database, settings) as rt:
             # The next corpus goes to a fresh database on the same server.
-            server = psycopg.conninfo.make_conninfo(rt.pool.conninfo, dbname="postgres")
+            server = psycopg.conninfo.make_conninfo(dsn_of(rt.pool), dbname="postgres")
             settings = settings.model_copy(update={"database_url": server})
             engine = str(await rt.keyword_engine.current())
             async with rt.pool.connection() as conn:
@@ -984,7 +1043,7 @@ async def run(args: argparse.Namespace, corpora: list[str]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--corpus", default=",".join(CORPORA), help="comma-separated")

@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from bench.reference import QUERY_TERMS
+
 K1 = 1.2
 B = 0.75
 BOOST = 3  # collections.title_boost's default
@@ -41,13 +43,6 @@ BATCH = 20_000
 
 AConn = psycopg.AsyncConnection[Any]
 Top = list[tuple[int, float]]
-
-# bench/keyword.py's STOP_WORDS are PostgreSQL's english.stop.
-_QUERY_TERMS = """
-SELECT d.ord, l.lexeme, l.qtf
-FROM unnest(%s::text[]) WITH ORDINALITY AS d(body, ord),
-     query_terms(%s::regconfig, d.body) AS l
-"""
 
 
 class Peer:
@@ -136,7 +131,7 @@ class Peer:
 async def query_lexemes(conn: AConn, language: str, texts: Sequence[str]) -> list[list[str]]:
     """Each query's lexemes as Cari weighs them, once per occurrence."""
     out: list[list[str]] = [[] for _ in texts]
-    cur = await conn.execute(_QUERY_TERMS, (list(texts), language))
+    cur = await conn.execute(QUERY_TERMS, (list(texts), language))
     for ordinal, lexeme, count in await cur.fetchall():
         out[ordinal - 1].extend([lexeme] * int(count))
     return out
@@ -161,6 +156,7 @@ async def compare(
 ) -> list[str]:
     """Build the peer, time it on each kind's queries, compare its top 10 with Cari's (`cari`:
     kind -> queries, Cari's top TOP per query, Cari's ms per query, measured before)."""
+    # bench.keyword's STOP_WORDS are PostgreSQL's english.stop.
     from bench.keyword import STOP_WORDS, load_average
 
     if corpus.name != "zipf":

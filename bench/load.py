@@ -103,22 +103,22 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg.conninfo import make_conninfo
 
-from bench.database import fresh_runtime
+from bench import harness
+from bench.harness import RESULTS, dsn_of, fresh_runtime, shown
 from bench.search import (
     COLLECTION,
     MODES,
-    ROOT,
     TOP_K,
     base_vectors,
-    load_corpus,
+    build_corpus,
     load_passages,
     load_queries,
-    synthetic_vectors,
 )
+from cari.runtime import Runtime
 from cari.settings import load_settings
 
 DATABASE = "cari_bench_load"
-OUT = ROOT / "bench" / "results" / "load.json"
+OUT = RESULTS / "load.json"
 # A server started with CARI_KEYWORD_ENGINE=sql first unfolds the extension's blocks into rows
 # (minutes at 100k chunks on a busy machine): it is ready after that.
 READY_TIMEOUT_S = 900
@@ -445,10 +445,6 @@ def save(report: Mapping[str, Any], out: Path) -> None:
     out.write_text(json.dumps(report, indent=1) + "\n")
 
 
-def shown(path: Path) -> str:
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
-
 async def run(args: argparse.Namespace) -> None:
     began = time.perf_counter()
     # The served model is the local one (below): the corpus's vectors come from it too.
@@ -477,22 +473,15 @@ async def run(args: argparse.Namespace) -> None:
     env = {**os.environ, "CARI_EMBEDDER": "local"}
     for chunks in args.chunks:
         async with fresh_runtime(DATABASE, settings) as rt:
-            pool = rt.pool
             if base is None:
                 base = await base_vectors(rt.embedder, passages)
             if settings.database_url is None:
                 # The next chunk count's database goes on this embedded server, not a new one.
-                server = make_conninfo(pool.conninfo, dbname="postgres")
+                server = make_conninfo(dsn_of(rt.pool), dbname="postgres")
                 settings = settings.model_copy(update={"database_url": server})
-            vectors, _ = synthetic_vectors(base, chunks)
-            await load_corpus(pool, settings, passages, vectors, language=args.language)
-            del vectors
-            async with pool.connection() as conn:
-                cur = await conn.execute(
-                    "SELECT version(), pg_size_pretty(pg_total_relation_size('chunks'))"
-                )
-                version, size = await cur.fetchone() or ("?", "?")
-            dsn = pool.conninfo
+            await build_corpus(rt, chunks, passages=passages, base=base, language=args.language)
+            version, size = await table_facts(rt)
+            dsn = dsn_of(rt.pool)
 
         cells = len(BASELINES) + sum(len(PHASES[mode]) for mode in args.modes)
         cells *= len(args.concurrency)
@@ -502,42 +491,63 @@ async def run(args: argparse.Namespace) -> None:
             flush=True,
         )
         for engine in args.engines:
-            before = os.getloadavg()
-            started = time.perf_counter()
-            measured = await measure(
-                dsn,
-                queries,
-                modes=args.modes,
-                concurrencies=args.concurrency,
-                duration=args.duration,
-                max_requests=args.max_requests,
-                env={**env, "CARI_KEYWORD_ENGINE": engine},
-                computed="computed" in args.phases,
-            )
-            took = time.perf_counter() - started
-            after = os.getloadavg()
-            ready = measured["readyz"]
-            served_by = " ".join(
-                str(x)
-                for x in (ready.get("keyword_engine"), ready.get("keyword_engine_version"))
-                if x
-            )
-            report["runs"].append(
-                {
-                    "chunks": chunks,
-                    "table_size": size,
-                    "keyword_engine_setting": engine,
-                    "keyword_engine": served_by,
-                    "load_average": {"before": before, "after": after},
-                    "seconds": round(took, 1),
-                    **measured,
-                }
-            )
+            found = await measure_engine(dsn, queries, args, {**env, "CARI_KEYWORD_ENGINE": engine})
+            report["runs"].append({"chunks": chunks, "table_size": size, **found})
             save(report, args.out)
             report_run(
-                chunks, engine, served_by, note, before, after, took, queries, args, measured
+                chunks,
+                engine,
+                found["keyword_engine"],
+                note,
+                found["load_average"]["before"],
+                found["load_average"]["after"],
+                found["seconds"],
+                queries,
+                args,
+                found,
             )
     print(f"\nJSON: {shown(args.out)}; total runtime {time.perf_counter() - began:.0f} s")
+
+
+async def table_facts(rt: Runtime) -> tuple[str, str]:
+    """The server's version and the size of the chunks table with its indexes."""
+    async with rt.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT version(), pg_size_pretty(pg_total_relation_size('chunks'))"
+        )
+        version, size = await cur.fetchone() or ("?", "?")
+    return str(version), str(size)
+
+
+async def measure_engine(
+    dsn: str, queries: list[str], args: argparse.Namespace, env: dict[str, str]
+) -> dict[str, Any]:
+    """Every cell against a server with `env` (its keyword engine): the run's figures."""
+    before = os.getloadavg()
+    started = time.perf_counter()
+    measured = await measure(
+        dsn,
+        queries,
+        modes=args.modes,
+        concurrencies=args.concurrency,
+        duration=args.duration,
+        max_requests=args.max_requests,
+        env=env,
+        computed="computed" in args.phases,
+    )
+    took = time.perf_counter() - started
+    after = os.getloadavg()
+    ready = measured["readyz"]
+    served_by = " ".join(
+        str(x) for x in (ready.get("keyword_engine"), ready.get("keyword_engine_version")) if x
+    )
+    return {
+        "keyword_engine_setting": env["CARI_KEYWORD_ENGINE"],
+        "keyword_engine": served_by,
+        "load_average": {"before": before, "after": after},
+        "seconds": round(took, 1),
+        **measured,
+    }
 
 
 def report_run(
@@ -573,7 +583,7 @@ def report_run(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--chunks", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--duration", type=float, default=15.0, help="seconds per cell")

@@ -51,30 +51,40 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
 import json
 import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytrec_eval
 
-from bench.database import fresh_runtime
+from bench import harness
 from bench.embedding_cache import CACHE_DIR, CachingEmbedder
+from bench.harness import (
+    Qrels,
+    Ranking,
+    corpus_records,
+    datasets_with,
+    default_language,
+    fresh_runtime,
+    load_qrels,
+    load_queries,
+    since_ms,
+)
 from cari import collection
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import Ingestor
 from cari.ingest.store import NewDocument
 from cari.limits import Mode
 from cari.runtime import Runtime
+from cari.schema.collections import Collection, CollectionCreate
 from cari.schema.search import SearchRequest
 from cari.search.fusion import Candidate, weighted_rrf
 from cari.settings import load_settings
 
-DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "datasets"
 RUNS_DIR = CACHE_DIR / "runs"
 MODES: tuple[Mode, ...] = ("keyword", "vector", "hybrid")
 BASELINES = ("ts_rank_cd", "rrf equal", "tutorial hybrid")
@@ -103,57 +113,6 @@ CHUNK_DOCUMENTS = """
 SELECT c.id, d.external_id FROM chunks c JOIN documents d ON d.id = c.document_id
 JOIN collections k ON k.id = c.collection_id WHERE k.name = %(name)s
 """
-
-Qrels = dict[str, dict[str, int]]
-Ranking = dict[str, list[str]]  # query id -> document ids, best first
-
-
-# -- the dataset --------------------------------------------------------------------------------
-
-
-def default_language(dataset: Path) -> str:
-    return "indonesian" if "tydi" in dataset.name.lower() else "english"
-
-
-def load_queries(dataset: Path) -> dict[str, str]:
-    """Query id -> text, in file order."""
-    queries: dict[str, str] = {}
-    with (dataset / "queries.jsonl").open(encoding="utf-8") as lines:
-        for line in lines:
-            if line.strip():
-                row = json.loads(line)
-                queries[str(row["_id"])] = str(row["text"])
-    return queries
-
-
-def load_qrels(dataset: Path, split: str) -> Qrels:
-    """`qrels/<split>.tsv` (header `query-id corpus-id score`) as {query: {document: grade}}."""
-    qrels: Qrels = {}
-    with (dataset / "qrels" / f"{split}.tsv").open(encoding="utf-8", newline="") as lines:
-        rows = csv.reader(lines, delimiter="\t")
-        header = next(rows, None)
-        if header is None or [h.strip() for h in header[:3]] != [
-            "query-id",
-            "corpus-id",
-            "score",
-        ]:
-            raise ValueError(f"qrels/{split}.tsv: expected the header 'query-id corpus-id score'")
-        for row in rows:
-            if row:
-                qrels.setdefault(row[0].strip(), {})[row[1].strip()] = int(float(row[2]))
-    return qrels
-
-
-def corpus_records(dataset: Path) -> Iterator[dict[str, str]]:
-    with (dataset / "corpus.jsonl").open(encoding="utf-8") as lines:
-        for line in lines:
-            if line.strip():
-                row = json.loads(line)
-                yield {
-                    "id": str(row["_id"]),
-                    "title": str(row.get("title") or ""),
-                    "text": str(row.get("text") or ""),
-                }
 
 
 # -- metrics ------------------------------------------------------------------------------------
@@ -275,7 +234,7 @@ async def run_quality(
     and per-query metrics, the document rankings, each query's retriever lists (chunk id,
     score) with the chunks' documents, and the embedding cache's hit rate (None without)."""
     began = time.perf_counter()
-    pool, embedder, settings = rt.pool, rt.embedder, rt.settings
+    embedder, settings = rt.embedder, rt.settings
     language = language or default_language(dataset)
     queries = load_queries(dataset)
     qrels_all = load_qrels(dataset, split)
@@ -284,71 +243,19 @@ async def run_quality(
         judged = judged[:limit_queries]
     qrels = {qid: qrels_all[qid] for qid in judged}
 
-    spec = collection.CollectionCreate(name=collection_name, language=language)
+    spec = CollectionCreate(name=collection_name, language=language)
     if bm25_k3 is not None:
         spec = msgspec.structs.replace(spec, bm25_k3=bm25_k3)
-    async with pool.connection() as conn:
-        created = await collection.create(conn, spec, settings)
-    counts = await ingest_corpus(rt.ingestor, collection_name, dataset, progress)
-    async with pool.connection() as conn:
-        await conn.execute("VACUUM (ANALYZE) chunks, postings")  # the state autovacuum leaves
-        cur = await conn.execute(CHUNK_DOCUMENTS, {"name": collection_name})
-        documents = {int(chunk_id): str(doc) for chunk_id, doc in await cur.fetchall()}
-        cur = await conn.execute(
-            "SELECT id FROM collections WHERE name = %(name)s", {"name": collection_name}
-        )
-        collection_id = (await cur.fetchone() or (None,))[0]
+    created, counts, documents, collection_id = await ingest_collection(rt, spec, dataset, progress)
     ingested = time.perf_counter()
     if progress is not None:
         progress(
             f"  ingest done: {counts['documents']:,} documents, {counts['chunks']:,} chunks in "
             f"{ingested - began:.0f} s; searching {len(judged)} queries"
         )
-
-    searcher = rt.searcher
-    chunk_runs: dict[str, dict[str, list[Candidate]]] = {
-        name: {} for name in (*MODES, "ts_rank_cd")
-    }
-    latency: dict[str, list[float]] = {name: [] for name in (*MODES, "ts_rank_cd")}
     ts_params = {"collection_id": collection_id, "language": language, "depth": DEPTH}
-    for qid in judged:
-        for mode in MODES:
-            # Hybrid as users get it: the server's candidates per retriever.
-            depth = None if mode == "hybrid" else DEPTH
-            # Threshold 0: this measures the ranking (bench.threshold measures the cut).
-            request = SearchRequest(
-                query=queries[qid], mode=mode, top_k=DEPTH, candidates=depth, threshold=0
-            )
-            started = time.perf_counter()
-            response = await searcher.search(collection_name, request)
-            latency[mode].append((time.perf_counter() - started) * 1000)
-            if response.degraded:
-                raise RuntimeError(f"search degraded ({response.warnings}): figures would be wrong")
-            chunk_runs[mode][qid] = [
-                Candidate(r.chunk_id, r.retrievers[mode].score if mode != "hybrid" else r.score)
-                for r in response.results
-                if r.chunk_id is not None  # the sets have no catalog: nothing else comes back
-            ]
-        async with pool.connection() as conn:
-            started = time.perf_counter()
-            cur = await conn.execute(TS_RANK_AND, {**ts_params, "query": queries[qid]})
-            rows = await cur.fetchall()
-            latency["ts_rank_cd"].append((time.perf_counter() - started) * 1000)
-        chunk_runs["ts_rank_cd"][qid] = [Candidate(int(r[0]), 0.0) for r in rows]
-
-    equal = {"keyword": 1.0, "vector": 1.0}
-    for name, keyword_run in (("rrf equal", "keyword"), ("tutorial hybrid", "ts_rank_cd")):
-        chunk_runs[name] = {
-            qid: [
-                Candidate(f.chunk_id, f.score)
-                for f in weighted_rrf(
-                    {"keyword": chunk_runs[keyword_run][qid], "vector": chunk_runs["vector"][qid]},
-                    equal,
-                    RRF_K,
-                )[:DEPTH]
-            ]
-            for qid in judged
-        }
+    chunk_runs, latency = await search_runs(rt, collection_name, ts_params, queries, judged)
+    add_fused_baselines(chunk_runs, judged)
     rankings = {
         name: {qid: document_ranking([documents[c.chunk_id] for c in run[qid]]) for qid in judged}
         for name, run in chunk_runs.items()
@@ -378,6 +285,22 @@ async def run_quality(
         "runs": {name: mean_metrics(per_query[name]) for name in runs},
         "per_query": per_query,
         "rankings": rankings,
+        **retriever_lists(chunk_runs, documents, judged),
+        "no_results": {name: sum(1 for d in rankings[name].values() if not d) for name in runs},
+        "latency_ms": {name: percentiles(values) for name, values in latency.items()},
+        "timings_s": {"ingest": ingested - began, "total": time.perf_counter() - began},
+        "cache": None
+        if stats is None
+        else {"hits": stats.hits, "misses": stats.misses, "hit_rate": stats.hit_rate},
+    }
+
+
+def retriever_lists(
+    chunk_runs: dict[str, dict[str, list[Candidate]]], documents: dict[int, str], judged: list[str]
+) -> dict[str, Any]:
+    """What bench.fusion replays: each query's keyword and vector lists (chunk id, score), and
+    the document of every chunk in them."""
+    return {
         "lists": {
             qid: {
                 name: [[c.chunk_id, c.score] for c in chunk_runs[name][qid]]
@@ -391,13 +314,88 @@ async def run_quality(
             for run in chunk_runs[name].values()
             for c in run
         },
-        "no_results": {name: sum(1 for d in rankings[name].values() if not d) for name in runs},
-        "latency_ms": {name: percentiles(values) for name, values in latency.items()},
-        "timings_s": {"ingest": ingested - began, "total": time.perf_counter() - began},
-        "cache": None
-        if stats is None
-        else {"hits": stats.hits, "misses": stats.misses, "hit_rate": stats.hit_rate},
     }
+
+
+async def ingest_collection(
+    rt: Runtime,
+    spec: CollectionCreate,
+    dataset: Path,
+    progress: Callable[[str], None] | None,
+) -> tuple[Collection, dict[str, int], dict[int, str], Any]:
+    """The collection `spec` created and `dataset` ingested into it, vacuumed: the collection,
+    the ingest's counts, each chunk's document id, and the collection's id."""
+    async with rt.pool.connection() as conn:
+        created = await collection.create(conn, spec, rt.settings)
+    counts = await ingest_corpus(rt.ingestor, spec.name, dataset, progress)
+    async with rt.pool.connection() as conn:
+        await conn.execute("VACUUM (ANALYZE) chunks, postings")  # the state autovacuum leaves
+        cur = await conn.execute(CHUNK_DOCUMENTS, {"name": spec.name})
+        documents = {int(chunk_id): str(doc) for chunk_id, doc in await cur.fetchall()}
+        cur = await conn.execute(
+            "SELECT id FROM collections WHERE name = %(name)s", {"name": spec.name}
+        )
+        collection_id = (await cur.fetchone() or (None,))[0]
+    return created, counts, documents, collection_id
+
+
+async def search_runs(
+    rt: Runtime,
+    collection_name: str,
+    ts_params: dict[str, Any],
+    queries: dict[str, str],
+    judged: list[str],
+) -> tuple[dict[str, dict[str, list[Candidate]]], dict[str, list[float]]]:
+    """Each judged query in every mode through the searcher, and by `ts_rank_cd`: the chunks
+    found per run and query, and each run's latencies in ms."""
+    chunk_runs: dict[str, dict[str, list[Candidate]]] = {
+        name: {} for name in (*MODES, "ts_rank_cd")
+    }
+    latency: dict[str, list[float]] = {name: [] for name in (*MODES, "ts_rank_cd")}
+    for qid in judged:
+        for mode in MODES:
+            # Hybrid as users get it: the server's candidates per retriever.
+            depth = None if mode == "hybrid" else DEPTH
+            # Threshold 0: this measures the ranking (bench.threshold measures the cut).
+            request = SearchRequest(
+                query=queries[qid], mode=mode, top_k=DEPTH, candidates=depth, threshold=0
+            )
+            started = time.perf_counter()
+            response = await rt.searcher.search(collection_name, request)
+            latency[mode].append(since_ms(started))
+            if response.degraded:
+                raise RuntimeError(f"search degraded ({response.warnings}): figures would be wrong")
+            chunk_runs[mode][qid] = [
+                Candidate(r.chunk_id, r.retrievers[mode].score if mode != "hybrid" else r.score)
+                for r in response.results
+                if r.chunk_id is not None  # the sets have no catalog: nothing else comes back
+            ]
+        async with rt.pool.connection() as conn:
+            started = time.perf_counter()
+            cur = await conn.execute(TS_RANK_AND, {**ts_params, "query": queries[qid]})
+            rows = await cur.fetchall()
+            latency["ts_rank_cd"].append(since_ms(started))
+        chunk_runs["ts_rank_cd"][qid] = [Candidate(int(r[0]), 0.0) for r in rows]
+    return chunk_runs, latency
+
+
+def add_fused_baselines(
+    chunk_runs: dict[str, dict[str, list[Candidate]]], judged: list[str]
+) -> None:
+    """Equal-weight RRF of keyword and vector, and the tutorial's of ts_rank_cd and vector."""
+    equal = {"keyword": 1.0, "vector": 1.0}
+    for name, keyword_run in (("rrf equal", "keyword"), ("tutorial hybrid", "ts_rank_cd")):
+        chunk_runs[name] = {
+            qid: [
+                Candidate(f.chunk_id, f.score)
+                for f in weighted_rrf(
+                    {"keyword": chunk_runs[keyword_run][qid], "vector": chunk_runs["vector"][qid]},
+                    equal,
+                    RRF_K,
+                )[:DEPTH]
+            ]
+            for qid in judged
+        }
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float]:
@@ -498,9 +496,7 @@ def save(result: dict[str, Any], out: Path, runs_dir: Path = RUNS_DIR) -> None:
 
 async def main_async(args: argparse.Namespace) -> None:
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0)
-    folders = args.dataset or sorted(
-        d for d in DATASETS.iterdir() if (d / "qrels" / f"{args.split}.tsv").exists()
-    )
+    folders = args.dataset or datasets_with(args.split)
     results = []
     for folder in folders:
         began = time.perf_counter()
@@ -525,11 +521,8 @@ async def main_async(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--dataset", type=Path, action="append", help="a BEIR-format folder (repeatable)"
-    )
-    parser.add_argument("--split", default="test", help="qrels/<split>.tsv (default: test)")
+    parser = harness.parser(__doc__)
+    harness.dataset_options(parser)
     parser.add_argument(
         "--language",
         choices=["english", "indonesian", "simple"],

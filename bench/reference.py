@@ -45,7 +45,8 @@ def analyzed_tokens(
     return _per_text(conn, _ANALYZE, language, texts)
 
 
-_QUERY_TERMS = """
+# Each text's lexemes as Cari's keyword search weighs them, with their count in the text.
+QUERY_TERMS = """
 SELECT d.ord, l.lexeme, l.qtf
 FROM unnest(%s::text[]) WITH ORDINALITY AS d(body, ord),
      query_terms(%s::regconfig, d.body) AS l
@@ -58,7 +59,7 @@ def query_terms(
     """Each query's lexemes as Cari's keyword search weighs them, each once per occurrence:
     analysed by `language`, less that configuration's query stop words (`query_terms` in
     PostgreSQL)."""
-    return _per_text(conn, _QUERY_TERMS, language, texts)
+    return _per_text(conn, QUERY_TERMS, language, texts)
 
 
 def _per_text(

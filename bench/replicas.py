@@ -46,7 +46,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -55,6 +55,8 @@ import httpx
 import psutil
 import psycopg
 
+from bench import harness
+from bench.harness import RESULTS, shown
 from bench.load import (
     JSON_HEADERS,
     REQUEST_TIMEOUT_S,
@@ -65,17 +67,13 @@ from bench.load import (
     scrape,
     search_target,
     served,
-    shown,
 )
-from bench.search import ROOT, base_vectors, load_corpus, load_passages, load_queries
-from bench.search import synthetic_vectors as synthetic
-from cari.db import embedded
-from cari.db import migrations
-from cari.db import standby
+from bench.search import build_corpus, load_queries
+from cari.db import embedded, migrations, standby
 from cari.runtime import open_runtime
 from cari.settings import load_settings
 
-OUT = ROOT / "bench" / "results" / "replicas.json"
+OUT = RESULTS / "replicas.json"
 SHARED_BUFFERS_MB = 256
 SETUPS = {"primary": 0, "1 standby": 1, "2 standbys": 2}
 CATCH_UP_TIMEOUT_S = 120
@@ -236,33 +234,13 @@ def format_table(summary: Mapping[str, Mapping[str, Any]], names: Sequence[str])
 
 async def run(args: argparse.Namespace) -> None:
     began = time.perf_counter()
-    threads = os.environ.get("OMP_NUM_THREADS", "OpenMP's default (unset)")
+    threads = harness.omp_note("OpenMP's default (unset)")
     print(f"OMP_NUM_THREADS={threads}; {os.cpu_count()} cores", flush=True)
     folder = Path(tempfile.mkdtemp(prefix="cari-bench-replicas-"))
     names = ["primary", "replica1", "replica2"]
     pgdatas = [embedded.pgdata_path(folder), folder / "replica1", folder / "replica2"]
     try:
-        primary = embedded.start(folder, shared_buffers_mb=SHARED_BUFFERS_MB)
-        settings = load_settings(
-            database_url=primary, reembed_interval_s=0, statement_timeout_ms=0, embedder="local"
-        )
-        migrations.upgrade(primary, settings)
-        async with open_runtime(settings, dsn=primary) as rt:
-            passages = load_passages()
-            vectors, _ = synthetic(await base_vectors(rt.embedder, passages), args.chunks)
-            await load_corpus(rt.pool, settings, passages, vectors)
-        owner = pgdatas[0].owner() if os.geteuid() == 0 else None
-        standbys = []
-        for pgdata in pgdatas[1:]:
-            started = time.perf_counter()
-            standby.create(primary, pgdata, user=owner)
-            standbys.append(standby.start(pgdata))
-            print(f"{pgdata.name}: copied and started in {time.perf_counter() - started:.1f} s")
-        with psycopg.connect(primary, autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
-        await caught_up(primary, standbys)
-        for dsn in (primary, *standbys):
-            prewarm(dsn)
+        primary, standbys = await start_nodes(folder, pgdatas, args.chunks)
         queries = load_queries(args.queries)
         nodes = {name: postmaster(pgdata) for name, pgdata in zip(names, pgdatas, strict=True)}
         report: dict[str, Any] = {
@@ -280,25 +258,16 @@ async def run(args: argparse.Namespace) -> None:
         for number in range(args.rounds):
             found: dict[str, dict[str, Any]] = {}
             report["rounds"].append(found)
-            # Every other round in reverse: a drift of the machine's load favours no setup.
-            order = list(SETUPS) if number % 2 == 0 else list(reversed(SETUPS))
-            for setup in order:
-                env = {
-                    **os.environ,
-                    "CARI_EMBEDDER": "local",
-                    "CARI_READ_DATABASE_URLS": " ".join(standbys[: SETUPS[setup]]),
-                    "CARI_QUERY_CACHE_SIZE": str(4 * len(queries)),
-                }
-                async with served(primary, env) as server:
-                    await warm(server.url, queries)
-                    found[setup] = {}
-                    for mode in args.modes:
-                        found[setup][mode] = await cell(
-                            server.url, queries, mode, args, nodes, server.process.pid
-                        )
-                        rps = found[setup][mode]["throughput_rps"]
-                        print(f"round {number + 1}, {setup}, {mode}: {rps:.1f} req/s", flush=True)
-                save(report, args.out)
+            await measure_round(
+                number,
+                found,
+                primary,
+                standbys,
+                queries,
+                nodes,
+                args,
+                lambda: save(report, args.out),
+            )
         report["load_average_after"] = os.getloadavg()
         report["summary"] = summarize(
             [{setup: found[setup] for setup in SETUPS} for found in report["rounds"]]
@@ -324,8 +293,65 @@ async def run(args: argparse.Namespace) -> None:
     print(f"\nJSON: {shown(args.out)}; total runtime {time.perf_counter() - began:.0f} s")
 
 
+async def start_nodes(folder: Path, pgdatas: list[Path], chunks: int) -> tuple[str, list[str]]:
+    """The primary started in `folder` with the corpus loaded, and a standby in each of the
+    other `pgdatas`, caught up and prewarmed: the primary's DSN and the standbys'."""
+    primary = embedded.start(folder, shared_buffers_mb=SHARED_BUFFERS_MB)
+    settings = load_settings(
+        database_url=primary, reembed_interval_s=0, statement_timeout_ms=0, embedder="local"
+    )
+    migrations.upgrade(primary, settings)
+    async with open_runtime(settings, dsn=primary) as rt:
+        await build_corpus(rt, chunks)
+    owner = pgdatas[0].owner() if os.geteuid() == 0 else None
+    standbys = []
+    for pgdata in pgdatas[1:]:
+        started = time.perf_counter()
+        standby.create(primary, pgdata, user=owner)
+        standbys.append(standby.start(pgdata))
+        print(f"{pgdata.name}: copied and started in {time.perf_counter() - started:.1f} s")
+    with psycopg.connect(primary, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+    await caught_up(primary, standbys)
+    for dsn in (primary, *standbys):
+        prewarm(dsn)
+    return primary, standbys
+
+
+async def measure_round(
+    number: int,
+    found: dict[str, dict[str, Any]],
+    primary: str,
+    standbys: list[str],
+    queries: list[str],
+    nodes: dict[str, int],
+    args: argparse.Namespace,
+    saved: Callable[[], None],
+) -> None:
+    """Every setup's cells, into `found` as they are measured; `saved` after each setup."""
+    # Every other round in reverse: a drift of the machine's load favours no setup.
+    order = list(SETUPS) if number % 2 == 0 else list(reversed(SETUPS))
+    for setup in order:
+        env = {
+            **os.environ,
+            "CARI_EMBEDDER": "local",
+            "CARI_READ_DATABASE_URLS": " ".join(standbys[: SETUPS[setup]]),
+            "CARI_QUERY_CACHE_SIZE": str(4 * len(queries)),
+        }
+        async with served(primary, env) as server:
+            await warm(server.url, queries)
+            found[setup] = {}
+            for mode in args.modes:
+                found[setup][mode] = await cell(
+                    server.url, queries, mode, args, nodes, server.process.pid
+                )
+                rps = found[setup][mode]["throughput_rps"]
+                print(f"round {number + 1}, {setup}, {mode}: {rps:.1f} req/s", flush=True)
+        saved()
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--duration", type=float, default=15.0, help="seconds per cell")

@@ -69,7 +69,6 @@ Runs on DATABASE_URL if set (the databases stay there), else on a throwaway embe
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import datetime
@@ -88,7 +87,8 @@ import psutil
 import psycopg
 from psycopg import sql
 
-from bench.database import fresh_runtime
+from bench import harness
+from bench.harness import fresh_runtime
 from bench.search import SIGMA, base_vectors, load_passages
 from cari.settings import load_settings
 
@@ -418,29 +418,15 @@ async def bench_rows(
         f"{time.perf_counter() - started:.1f} s",
         flush=True,
     )
-    plans = {
-        "hnsw": await plan(conn, queries[0], hnsw_settings(max(efs))),
-        "exact": await plan(conn, queries[0], EXACT_SETTINGS),
-    }
-    if f"({INDEX})" not in plans["hnsw"] or f"({INDEX})" in plans["exact"]:
-        raise RuntimeError(f"unexpected plans: {plans}")
-
+    plans = await checked_plans(conn, queries[0], max(efs))
     exact_queries = min(exact_queries, query_count)
     latency, found, exact_latency, exact_found = await measure(conn, queries, efs, exact_queries)
     kth = truth_scores[:, TOP_K - 1]
     exact_p50, exact_p95 = np.percentile(exact_latency, [50, 95])
-    ef_results = []
-    for ef in efs:
-        recall = np.mean(
-            [
-                hits(ids, q, corpus, t) / TOP_K
-                for ids, q, t in zip(found[ef], queries, kth, strict=True)
-            ]
-        )
-        p50, p95 = np.percentile(latency[ef], [50, 95])
-        ef_results.append(
-            EfResult(ef, float(recall), float(p50), float(p95), p50 / exact_p50, p95 / exact_p95)
-        )
+    ef_results = [
+        ef_result(ef, found[ef], latency[ef], queries, corpus, kth, exact_p50, exact_p95)
+        for ef in efs
+    ]
     identical = sum(set(ids) == set(t.tolist()) for ids, t in zip(exact_found, truth, strict=False))
     agree = sum(
         hits(ids, q, corpus, t) == TOP_K
@@ -463,6 +449,36 @@ async def bench_rows(
         float(truth_scores[:, 0].mean()),
         float(kth.mean()),
     )
+
+
+async def checked_plans(conn: AConn, vector: np.ndarray, ef: int) -> dict[str, str]:
+    """The plans of the HNSW and the exact search; an error unless the first reads the index
+    and the second does not."""
+    plans = {
+        "hnsw": await plan(conn, vector, hnsw_settings(ef)),
+        "exact": await plan(conn, vector, EXACT_SETTINGS),
+    }
+    if f"({INDEX})" not in plans["hnsw"] or f"({INDEX})" in plans["exact"]:
+        raise RuntimeError(f"unexpected plans: {plans}")
+    return plans
+
+
+def ef_result(
+    ef: int,
+    found: Sequence[Sequence[int]],
+    latency: Sequence[float],
+    queries: np.ndarray,
+    corpus: np.ndarray,
+    kth: np.ndarray,
+    exact_p50: float,
+    exact_p95: float,
+) -> EfResult:
+    """Recall@10 and latency at one `ef_search`, the latency against the exact search's."""
+    recall = np.mean(
+        [hits(ids, q, corpus, t) / TOP_K for ids, q, t in zip(found, queries, kth, strict=True)]
+    )
+    p50, p95 = np.percentile(latency, [50, 95])
+    return EfResult(ef, float(recall), float(p50), float(p95), p50 / exact_p50, p95 / exact_p95)
 
 
 # Report ---------------------------------------------------------------------------------------
@@ -615,7 +631,7 @@ async def run(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--ef", type=int, nargs="+", default=[40, 100, 200])

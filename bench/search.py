@@ -55,7 +55,6 @@ embedded server in a temporary folder.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import hashlib
@@ -64,37 +63,36 @@ import random
 import re
 import time
 from collections.abc import Awaitable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from bench.database import fresh_runtime
+from bench import harness
+from bench.embedding_cache import CACHE_DIR as CACHE
+from bench.harness import DATASETS, ROOT, explain, fresh_runtime, percentiles, timed
 from cari.db import migrations
+from cari.db.queries import query
+from cari.db.vector_space import space
 from cari.embed import Embedder
 from cari.ingest import store
 from cari.limits import Mode
-from cari.db.queries import query
 from cari.runtime import Runtime
 from cari.schema.collections import CollectionCreate
 from cari.schema.search import SearchRequest
 from cari.search import bm25, highlights
+from cari.search.engine import Searcher
 from cari.settings import Settings, load_settings
-from cari.db.vector_space import space
 
-ROOT = Path(__file__).resolve().parents[1]
-DATASETS = ROOT.parent / "shared" / "eval" / "datasets"
 SETS = ["cranfield", "cisi", "cacm", "med", "tydiqa-goldp-id"]
 FOLDERS = tuple(DATASETS / name for name in SETS)
-CACHE = Path(__file__).resolve().parent / ".cache"
 DATABASE = "cari_bench_search"
 COLLECTION = "bench"
 MODES: list[Mode] = ["keyword", "vector", "hybrid"]
-T = TypeVar("T")
 
 BASE_SAMPLE = 400
 BASE_WORDS = 100
@@ -170,7 +168,8 @@ async def base_vectors(embedder: Embedder, passages: list[Passage]) -> np.ndarra
     path = CACHE / f"base-{embedder.model_name}-{BASE_SAMPLE}x{BASE_WORDS}-{digest}.npz"
     if path.exists():
         print(f"base vectors: {BASE_SAMPLE} from cache {path.relative_to(ROOT)}")
-        return np.load(path)["vectors"]
+        vectors: np.ndarray = np.load(path)["vectors"]
+        return vectors
     started = time.perf_counter()
     vectors = np.stack(await embedder.embed_documents(texts)).astype(np.float32)
     took = time.perf_counter() - started
@@ -229,7 +228,7 @@ async def load_corpus(
             "RETURNING external_id, id",
             (collection.id, [p.external_id for p in used], [p.title for p in used]),
         )
-        document_ids = dict(await cur.fetchall())
+        document_ids: dict[str, int] = dict(await cur.fetchall())
         async with conn.cursor().copy(query("chunks_copy")) as copy:
             copy.set_types(store.CHUNK_COLUMN_TYPES)
             for i in range(len(vectors)):
@@ -256,31 +255,55 @@ async def load_corpus(
             f"(GIN maintained, HNSW dropped) in {loaded - started:.1f} s "
             f"({len(vectors) / (loaded - started):,.0f} rows/s)"
         )
-        async with conn.transaction():
-            await conn.execute(migrations.vector_indexes_statement(settings))
-        built = time.perf_counter()
-        print(
-            f"HNSW build (m {settings.hnsw_m}, ef_construction {settings.hnsw_ef_construction}) "
-            f"in {built - loaded:.1f} s"
-        )
-        await conn.set_autocommit(True)
-        # As a bulk load ends: the statistics folded, and the postings packed into blocks where
-        # the extension serves (a no-op on the SQL engine, which reads them as rows).
-        await store.compact_statistics(conn, collection, fold_postings=1)
-        folded = time.perf_counter()
-        cur = await conn.execute(
-            "SELECT (SELECT count(*) FROM bm25_blocks WHERE collection_id = %(c)s), "
-            "(SELECT count(*) FROM postings WHERE collection_id = %(c)s)",
-            {"c": collection.id},
-        )
-        blocks, delta = await cur.fetchone() or (0, 0)
-        print(
-            f"fold (compact_statistics, fold_postings=1) in {folded - built:.1f} s: "
-            f"{blocks:,} packed blocks, {delta:,} postings rows left in the delta"
-        )
-        await conn.execute("VACUUM (ANALYZE) chunks, postings, bm25_blocks, bm25_terms")
-        await conn.set_autocommit(False)
-        print(f"VACUUM (ANALYZE) in {time.perf_counter() - folded:.1f} s")
+        await index_and_fold(conn, settings, collection, loaded)
+
+
+async def index_and_fold(
+    conn: Any, settings: Settings, collection: store.CollectionRef, loaded: float
+) -> None:
+    """After the load (done at `loaded`): build HNSW once, fold the keyword index, vacuum."""
+    async with conn.transaction():
+        await conn.execute(migrations.vector_indexes_statement(settings))
+    built = time.perf_counter()
+    print(
+        f"HNSW build (m {settings.hnsw_m}, ef_construction {settings.hnsw_ef_construction}) "
+        f"in {built - loaded:.1f} s"
+    )
+    await conn.set_autocommit(True)
+    # As a bulk load ends: the statistics folded, and the postings packed into blocks where
+    # the extension serves (a no-op on the SQL engine, which reads them as rows).
+    await store.compact_statistics(conn, collection, fold_postings=1)
+    folded = time.perf_counter()
+    cur = await conn.execute(
+        "SELECT (SELECT count(*) FROM bm25_blocks WHERE collection_id = %(c)s), "
+        "(SELECT count(*) FROM postings WHERE collection_id = %(c)s)",
+        {"c": collection.id},
+    )
+    blocks, delta = await cur.fetchone() or (0, 0)
+    print(
+        f"fold (compact_statistics, fold_postings=1) in {folded - built:.1f} s: "
+        f"{blocks:,} packed blocks, {delta:,} postings rows left in the delta"
+    )
+    await conn.execute("VACUUM (ANALYZE) chunks, postings, bm25_blocks, bm25_terms")
+    await conn.set_autocommit(False)
+    print(f"VACUUM (ANALYZE) in {time.perf_counter() - folded:.1f} s")
+
+
+async def build_corpus(
+    rt: Runtime,
+    chunks: int,
+    *,
+    passages: list[Passage] | None = None,
+    base: np.ndarray | None = None,
+    language: str = "simple",
+) -> list[Passage]:
+    """The corpus of `chunks` rows loaded in collection `COLLECTION` of the runtime's database,
+    from `passages` and `base` vectors (read and embedded when not given): the passages."""
+    passages = passages if passages is not None else load_passages()
+    base = base if base is not None else await base_vectors(rt.embedder, passages)
+    vectors, _ = synthetic_vectors(base, chunks)
+    await load_corpus(rt.pool, rt.settings, passages, vectors, language=language)
+    return passages
 
 
 class SqlAlone:
@@ -288,7 +311,9 @@ class SqlAlone:
     collection lookup, the retriever(s) (both at once for hybrid), the relevance evidence of the
     chunks weighed and the fetch of the top 10."""
 
-    def __init__(self, conns: list[Any], collection_id: int, settings: Settings, engine: str):
+    def __init__(
+        self, conns: list[Any], collection_id: int, settings: Settings, engine: bm25.Engine
+    ):
         self.a, self.b = conns
         empty = sql.SQL("")
         self.keyword_statement = bm25.keyword_statement(engine)
@@ -304,7 +329,8 @@ class SqlAlone:
         cur = await (conn or self.a).execute(
             self.keyword_statement, {**self.params, "query": text, "candidates": candidates}
         )
-        return await cur.fetchall()
+        rows: list[Any] = await cur.fetchall()
+        return rows
 
     async def vector(self, text: str, candidates: int, conn: Any = None) -> list[Any]:
         # The server's ef_search, which the pooled connection has already: one statement.
@@ -312,7 +338,8 @@ class SqlAlone:
             self.vector_statement,
             {**self.params, "vector": self.vectors[text], "candidates": candidates},
         )
-        return await cur.fetchall()
+        rows: list[Any] = await cur.fetchall()
+        return rows
 
     async def hybrid(self, text: str, candidates: int) -> list[Any]:
         keyword, vector = await asyncio.gather(
@@ -371,13 +398,6 @@ def equal_rrf(text: str) -> SearchRequest:
     )
 
 
-async def timed(work: Awaitable[T]) -> tuple[float, T]:
-    """Milliseconds from now until `work` (a coroutine not started yet) is done, and its value."""
-    started = time.perf_counter()
-    value = await work
-    return (time.perf_counter() - started) * 1000, value
-
-
 async def run(chunks: int, query_count: int, rounds: int) -> None:
     began = time.perf_counter()
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0, embedder="local")
@@ -387,14 +407,76 @@ async def run(chunks: int, query_count: int, rounds: int) -> None:
     print(f"total runtime {time.perf_counter() - began:.0f} s")
 
 
-async def measure(rt: Runtime, chunks: int, query_count: int, rounds: int) -> None:
-    pool, embedder, settings, searcher = rt.pool, rt.embedder, rt.settings, rt.searcher
+@dataclass(slots=True)
+class Latencies:
+    """Milliseconds per request of the measured rounds, and what the first one found."""
 
+    service: dict[Mode, list[float]] = field(default_factory=lambda: {m: [] for m in MODES})
+    alone: dict[Mode, list[float]] = field(default_factory=lambda: {m: [] for m in MODES})
+    hits: dict[Mode, list[int]] = field(default_factory=lambda: {m: [] for m in MODES})
+    keyword_candidates: list[int] = field(default_factory=list)  # hybrid's keyword list
+    rrf_equal: list[float] = field(default_factory=list)
+    seconds: float = 0.0  # how long measuring took
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """The database the run measured."""
+
+    collection_id: int
+    rows: int
+    version: str
+    pgvector: str
+    size: str
+    shared_buffers: str
+
+
+async def measure(rt: Runtime, chunks: int, query_count: int, rounds: int) -> None:
     passages = load_passages()
     print(f"passages: {len(passages)} from {', '.join(SETS)}")
-    base = await base_vectors(embedder, passages)
+    base = await base_vectors(rt.embedder, passages)
     vectors, owner = synthetic_vectors(base, chunks)
-    check = np.random.default_rng(1).integers(0, chunks, size=(2000, 2))
+    describe_vectors(base, vectors, owner)
+    await load_corpus(rt.pool, rt.settings, passages, vectors)
+    del vectors, owner
+
+    queries = load_queries(query_count)
+    query_vectors = await warm_queries(rt, queries)
+    facts = await corpus_facts(rt.pool)
+
+    gc.collect()
+    gc.freeze()
+    async with rt.pool.connection() as a, rt.pool.connection() as b:
+        # Autocommit: a lone statement is one round trip; the vector pair gets BEGIN/COMMIT.
+        await a.set_autocommit(True)
+        await b.set_autocommit(True)
+        engine = await rt.keyword_engine.current()
+        print(f"keyword engine: {engine}")
+        bare = SqlAlone([a, b], facts.collection_id, rt.settings, engine.name)
+        bare.vectors = query_vectors
+        latencies = await measure_rounds(rt.searcher, bare, queries, rounds)
+        # Where the service's time goes: its own stage timings (explain=True), one extra pass.
+        stages = await stage_timings(rt.searcher, queries)
+        explained = await plans(a, bare, rt.searcher, queries[0])
+        held, borrowed = await round_trips(a, rt.pool)
+        await a.set_autocommit(False)
+        await b.set_autocommit(False)
+    gc.unfreeze()
+
+    print_latencies(facts, rt.settings, latencies, len(queries), rounds)
+    print_stages(stages)
+    print_plans(explained, queries[0], bare.ef_search)
+    print()
+    print(
+        f"SELECT 1 p50: {np.percentile(held, 50):.3f} ms on a held autocommit connection "
+        f"(one round trip); {np.percentile(borrowed, 50):.3f} ms borrowing a pooled one as the "
+        "service does (BEGIN, SELECT 1, COMMIT: three round trips)"
+    )
+
+
+def describe_vectors(base: np.ndarray, vectors: np.ndarray, owner: np.ndarray) -> None:
+    """Print the mean cosines of rows to their base, between rows and between bases."""
+    check = np.random.default_rng(1).integers(0, len(vectors), size=(2000, 2))
     own = float(np.mean(np.sum(vectors[check[:, 0]] * base[owner[check[:, 0]]], axis=1)))
     pairs = check[owner[check[:, 0]] != owner[check[:, 1]]]
     other = float(np.mean(np.sum(vectors[pairs[:, 0]] * vectors[pairs[:, 1]], axis=1)))
@@ -404,20 +486,23 @@ async def measure(rt: Runtime, chunks: int, query_count: int, rounds: int) -> No
         f"{own:.3f}, rows of different bases {other:.3f}, between bases "
         f"{float(base_cos[~np.eye(len(base), dtype=bool)].mean()):.3f}"
     )
-    await load_corpus(pool, settings, passages, vectors)
-    del vectors, owner, base_cos
 
-    queries = load_queries(query_count)
+
+async def warm_queries(rt: Runtime, queries: list[str]) -> dict[str, np.ndarray]:
+    """Each question embedded once by the real model, into the searcher's cache: its vector."""
     started = time.perf_counter()
-    sql_alone_vectors: dict[str, np.ndarray] = {}
+    vectors: dict[str, np.ndarray] = {}
     for text in queries:
         key = text.replace("\x00", " ").strip()  # as Searcher.search normalises it
-        sql_alone_vectors[text], _ = await searcher.vectors.get(key)
+        vectors[text], _ = await rt.searcher.vectors.get(key)
     print(
         f"queries: {len(queries)} embedded once with the real model in "
         f"{time.perf_counter() - started:.1f} s, pre-warmed in the searcher's cache"
     )
+    return vectors
 
+
+async def corpus_facts(pool: AsyncConnectionPool) -> Facts:
     async with pool.connection() as conn:
         cur = await conn.execute(query("collection_for_search"), {"name": COLLECTION})
         row = await cur.fetchone()
@@ -430,134 +515,131 @@ async def measure(rt: Runtime, chunks: int, query_count: int, rounds: int) -> No
             "current_setting('shared_buffers') FROM chunks"
         )
         rows, version, pgvector, size, shared_buffers = await cur.fetchone() or ()
+    return Facts(collection_id, int(rows), str(version), str(pgvector), str(size), shared_buffers)
 
-    gc.collect()
-    gc.freeze()
-    service: dict[Mode, list[float]] = {m: [] for m in MODES}
-    alone: dict[Mode, list[float]] = {m: [] for m in MODES}
-    hits: dict[Mode, list[int]] = {m: [] for m in MODES}
-    keyword_candidates: list[int] = []
-    rrf_equal: list[float] = []
-    async with pool.connection() as a, pool.connection() as b:
-        # Autocommit: a lone statement is one round trip; the vector pair gets BEGIN/COMMIT.
-        await a.set_autocommit(True)
-        await b.set_autocommit(True)
-        engine = await rt.keyword_engine.current()
-        print(f"keyword engine: {engine}")
-        bare = SqlAlone([a, b], collection_id, settings, engine.name)
-        bare.vectors = sql_alone_vectors
-        measure_started = time.perf_counter()
-        for round_ in range(rounds + 1):  # round 0 is the warm-up
-            for n, text in enumerate(queries):
-                for mode in MODES:
-                    request = SearchRequest(query=text, mode=mode, top_k=TOP_K, threshold=0)
-                    if (n + round_) % 2:
-                        served_ms, response = await timed(searcher.search(COLLECTION, request))
-                        alone_ms, rows_ = await timed(bare.run(mode, text))
-                    else:
-                        alone_ms, rows_ = await timed(bare.run(mode, text))
-                        served_ms, response = await timed(searcher.search(COLLECTION, request))
-                    if mode == "hybrid":
-                        # The previous default, for the fusion's cost: same query, same state.
-                        equal_ms, _ = await timed(searcher.search(COLLECTION, equal_rrf(text)))
-                        if round_:
-                            rrf_equal.append(equal_ms)
-                    if round_ == 0:
-                        continue
-                    service[mode].append(served_ms)
-                    alone[mode].append(alone_ms)
-                    if round_ == 1:
-                        hits[mode].append(len(response.results))
-                        if mode == "hybrid":  # the keyword list hybrid fuses
-                            keyword_candidates.append(len(rows_[0]))
-        measured = time.perf_counter() - measure_started
 
-        # Where the service's time goes: its own stage timings (explain=True), one extra pass.
-        stages: dict[Mode, dict[str, list[float]]] = {m: {} for m in MODES}
-        for text in queries:
+async def measure_rounds(
+    searcher: Searcher, bare: SqlAlone, queries: list[str], rounds: int
+) -> Latencies:
+    """One warm-up round, then `rounds` measured: every query in every mode through the service
+    and as SQL alone (which goes first alternates), and hybrid's equal-weight RRF after it."""
+    found = Latencies()
+    started = time.perf_counter()
+    for round_ in range(rounds + 1):  # round 0 is the warm-up
+        for n, text in enumerate(queries):
             for mode in MODES:
-                response = await searcher.search(
-                    COLLECTION,
-                    SearchRequest(query=text, mode=mode, top_k=TOP_K, threshold=0, explain=True),
-                )
-                assert response.explain is not None
-                for stage, ms in response.explain["timings_ms"].items():
-                    stages[mode].setdefault(stage, []).append(ms)
+                request = SearchRequest(query=text, mode=mode, top_k=TOP_K, threshold=0)
+                if (n + round_) % 2:
+                    served_ms, response = await timed(searcher.search(COLLECTION, request))
+                    alone_ms, rows = await timed(bare.run(mode, text))
+                else:
+                    alone_ms, rows = await timed(bare.run(mode, text))
+                    served_ms, response = await timed(searcher.search(COLLECTION, request))
+                if mode == "hybrid":
+                    # The previous default, for the fusion's cost: same query, same state.
+                    equal_ms, _ = await timed(searcher.search(COLLECTION, equal_rrf(text)))
+                    if round_:
+                        found.rrf_equal.append(equal_ms)
+                if round_ == 0:
+                    continue
+                found.service[mode].append(served_ms)
+                found.alone[mode].append(alone_ms)
+                if round_ == 1:
+                    found.hits[mode].append(len(response.results))
+                    if mode == "hybrid":  # the keyword list hybrid fuses
+                        found.keyword_candidates.append(len(rows[0]))
+    found.seconds = time.perf_counter() - started
+    return found
 
-        explain_keyword = await explain(
-            a,
-            sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + bare.keyword_statement,
-            {**bare.params, "query": queries[0], "candidates": bare.candidates},
-        )
-        explain_vector = await explain(
-            a,
-            sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + bare.vector_statement,
-            {**bare.params, "vector": bare.vectors[queries[0]], "candidates": bare.candidates},
-        )
-        hybrid = await searcher.search(
-            COLLECTION, SearchRequest(query=queries[0], mode="hybrid", top_k=TOP_K, threshold=0)
-        )
-        explain_fetch = await explain(
-            a,
-            sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + sql.SQL(query("chunks_for_results")),
-            {"ids": [r.chunk_id for r in hybrid.results], **highlights.params(queries[0])},
-        )
 
-        explain_evidence = await explain(
-            a,
-            sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + sql.SQL(query("search_evidence")),
-            {
-                "collection_id": bare.params["collection_id"],
-                "query": queries[0],
-                "vector": bare.vectors[queries[0]],
-                "ids": [r.chunk_id for r in hybrid.results],
-            },
-        )
+async def stage_timings(
+    searcher: Searcher, queries: list[str]
+) -> dict[Mode, dict[str, list[float]]]:
+    """Each mode's stage timings (explain=True) per query, in one pass of their own."""
+    stages: dict[Mode, dict[str, list[float]]] = {m: {} for m in MODES}
+    for text in queries:
+        for mode in MODES:
+            response = await searcher.search(
+                COLLECTION,
+                SearchRequest(query=text, mode=mode, top_k=TOP_K, threshold=0, explain=True),
+            )
+            assert response.explain is not None
+            for stage, ms in response.explain.timings_ms.items():
+                stages[mode].setdefault(stage, []).append(ms)
+    return stages
 
-        # The floor under any extra statement: one round trip, on a held or a borrowed connection.
-        held, borrowed = [], []
-        for _ in range(200):
-            held.append((await timed(a.execute("SELECT 1")))[0])
-            borrowed.append((await timed(select_one(pool)))[0])
-        await a.set_autocommit(False)
-        await b.set_autocommit(False)
-    gc.unfreeze()
 
+async def plans(a: Any, bare: SqlAlone, searcher: Searcher, text: str) -> dict[str, list[str]]:
+    """`EXPLAIN (ANALYZE, BUFFERS)` of the keyword and vector statements, and of the result
+    fetch and relevance evidence of the hybrid top k, for the question `text`."""
+    vector = bare.vectors[text]
+    keyword = await explain(
+        a, bare.keyword_statement, {**bare.params, "query": text, "candidates": bare.candidates}
+    )
+    vector_plan = await explain(
+        a, bare.vector_statement, {**bare.params, "vector": vector, "candidates": bare.candidates}
+    )
+    hybrid = await searcher.search(
+        COLLECTION, SearchRequest(query=text, mode="hybrid", top_k=TOP_K, threshold=0)
+    )
+    ids = [r.chunk_id for r in hybrid.results]
+    fetch = await explain(
+        a, sql.SQL(query("chunks_for_results")), {"ids": ids, **highlights.params(text)}
+    )
+    evidence = await explain(
+        a,
+        sql.SQL(query("search_evidence")),
+        {**bare.params, "query": text, "vector": vector, "ids": ids},
+    )
+    return {"keyword": keyword, "vector": vector_plan, "fetch": fetch, "evidence": evidence}
+
+
+async def round_trips(a: Any, pool: AsyncConnectionPool) -> tuple[list[float], list[float]]:
+    """The floor under any extra statement: `SELECT 1` on a held and on a borrowed connection."""
+    held, borrowed = [], []
+    for _ in range(200):
+        held.append((await timed(a.execute("SELECT 1")))[0])
+        borrowed.append((await timed(select_one(pool)))[0])
+    return held, borrowed
+
+
+def print_latencies(
+    facts: Facts, settings: Settings, found: Latencies, queries: int, rounds: int
+) -> None:
     print()
-    print(f"PostgreSQL: {version}")
+    print(f"PostgreSQL: {facts.version}")
     print(
-        f"pgvector {pgvector}; chunks: {rows:,} rows, {size} with indexes; "
-        f"shared_buffers {shared_buffers}"
+        f"pgvector {facts.pgvector}; chunks: {facts.rows:,} rows, {facts.size} with indexes; "
+        f"shared_buffers {facts.shared_buffers}"
     )
     print(
-        f"{len(queries)} queries x {rounds} round(s) per mode after 1 warm-up round, one at a "
+        f"{queries} queries x {rounds} round(s) per mode after 1 warm-up round, one at a "
         f"time; top_k {TOP_K}, candidates {settings.search_candidates}, ef_search "
-        f"{settings.hnsw_ef_search}; query embedding excluded; measuring took {measured:.0f} s"
+        f"{settings.hnsw_ef_search}; query embedding excluded; measuring took "
+        f"{found.seconds:.0f} s"
     )
-    empty = sum(1 for c in keyword_candidates if c == 0)
+    empty = sum(1 for c in found.keyword_candidates if c == 0)
     print(
-        f"keyword candidates per hybrid query: mean {np.mean(keyword_candidates):.1f}, "
-        f"{empty} of {len(keyword_candidates)} queries match nothing; results per request: "
-        + ", ".join(f"{m} {np.mean(hits[m]):.1f}" for m in MODES)
+        f"keyword candidates per hybrid query: mean {np.mean(found.keyword_candidates):.1f}, "
+        f"{empty} of {len(found.keyword_candidates)} queries match nothing; results per "
+        "request: " + ", ".join(f"{m} {np.mean(found.hits[m]):.1f}" for m in MODES)
     )
     print()
     print(
         f"{'mode':<8} {'service p50':>12} {'p95':>7}   {'SQL alone p50':>14} {'p95':>7}   "
         f"{'ratio p50':>10} {'p95':>6}"
     )
-    ratios: dict[Mode, tuple[float, float]] = {}
-    p95s: dict[Mode, float] = {}
+    worst = 0.0
     for mode in MODES:
-        s50, s95 = np.percentile(service[mode], [50, 95])
-        q50, q95 = np.percentile(alone[mode], [50, 95])
-        ratios[mode] = (s50 / q50, s95 / q95)
-        p95s[mode] = float(s95)
+        s50, s95 = percentiles(found.service[mode], (50, 95))
+        q50, q95 = percentiles(found.alone[mode], (50, 95))
+        worst = max(worst, s50 / q50, s95 / q95)
         print(
             f"{mode:<8} {s50:9.2f} ms {s95:7.2f}   {q50:11.2f} ms {q95:7.2f}   "
             f"{s50 / q50:10.2f} {s95 / q95:6.2f}"
         )
-    e50, e95 = np.percentile(rrf_equal, [50, 95])
-    h50, h95 = np.percentile(service["hybrid"], [50, 95])
+    e50, e95 = percentiles(found.rrf_equal, (50, 95))
+    h50, h95 = percentiles(found.service["hybrid"], (50, 95))
     defaults = CollectionCreate(name=COLLECTION)
     print(
         f"hybrid with the defaults ({defaults.fusion}, vector_weight {defaults.vector_weight:g}, "
@@ -567,13 +649,15 @@ async def measure(rt: Runtime, chunks: int, query_count: int, rounds: int) -> No
         f"{h50:.2f} / {h95:.2f} ms against {e50:.2f} / {e95:.2f} ms, ratio {h50 / e50:.2f} / "
         f"{h95 / e95:.2f}"
     )
-    worst = max(max(r) for r in ratios.values())
     print()
     print(
         f"targets: ratio service/SQL <= 1.3 -> worst {worst:.2f} "
         f"{'MET' if worst <= 1.3 else 'MISSED'}; hybrid p95 <= 25 ms -> "
-        f"{p95s['hybrid']:.2f} ms {'MET' if p95s['hybrid'] <= 25 else 'MISSED'}"
+        f"{h95:.2f} ms {'MET' if h95 <= 25 else 'MISSED'}"
     )
+
+
+def print_stages(stages: dict[Mode, dict[str, list[float]]]) -> None:
     print()
     print("service stages, p50 / p95 ms (explain=True timings, separate pass):")
     for mode in MODES:
@@ -582,33 +666,19 @@ async def measure(rt: Runtime, chunks: int, query_count: int, rounds: int) -> No
             for stage, v in stages[mode].items()
         ]
         print(f"  {mode:<8} " + "; ".join(parts))
-    print()
-    print(f"EXPLAIN (ANALYZE, BUFFERS) keyword, query {queries[0]!r}:")
-    print("\n".join(f"  {line}" for line in explain_keyword))
-    print()
-    print(f"EXPLAIN (ANALYZE, BUFFERS) vector (ef_search {bare.ef_search}), same query:")
-    print("\n".join(f"  {line}" for line in explain_vector))
-    print()
-    print(f"EXPLAIN (ANALYZE, BUFFERS) result fetch of the hybrid top {TOP_K}, same query:")
-    print("\n".join(f"  {line}" for line in explain_fetch))
-    print()
-    print(f"EXPLAIN (ANALYZE, BUFFERS) relevance evidence of the hybrid top {TOP_K}:")
-    print("\n".join(f"  {line}" for line in explain_evidence))
-    print()
-    print(
-        f"SELECT 1 p50: {np.percentile(held, 50):.3f} ms on a held autocommit connection "
-        f"(one round trip); {np.percentile(borrowed, 50):.3f} ms borrowing a pooled one as the "
-        "service does (BEGIN, SELECT 1, COMMIT: three round trips)"
-    )
 
 
-_VECTOR_LITERAL = re.compile(r"'\[[-0-9.e,]+\]'::vector")
-
-
-async def explain(conn: Any, statement: sql.Composable, params: dict[str, Any]) -> list[str]:
-    """The plan's lines, with the query vector's 384 numbers elided."""
-    cur = await conn.execute(statement, params)
-    return [_VECTOR_LITERAL.sub("'[...]'::vector", str(row[0])) for row in await cur.fetchall()]
+def print_plans(explained: dict[str, list[str]], text: str, ef_search: int) -> None:
+    titles = {
+        "keyword": f"keyword, query {text!r}",
+        "vector": f"vector (ef_search {ef_search}), same query",
+        "fetch": f"result fetch of the hybrid top {TOP_K}, same query",
+        "evidence": f"relevance evidence of the hybrid top {TOP_K}",
+    }
+    for name, title in titles.items():
+        print()
+        print(f"EXPLAIN (ANALYZE, BUFFERS) {title}:")
+        print("\n".join(f"  {line}" for line in explained[name]))
 
 
 async def select_one(pool: AsyncConnectionPool) -> None:
@@ -617,7 +687,7 @@ async def select_one(pool: AsyncConnectionPool) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=2)

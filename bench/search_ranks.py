@@ -27,7 +27,6 @@ either combination, for the answers' no-information rates.
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,7 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.quality import DATASETS, document_ranking, evaluate, load_qrels
+from bench import harness
+from bench.harness import DATASETS, load_qrels, resampled_means
+from bench.quality import document_ranking, evaluate
 from bench.threshold import EVIDENCE, TUNING, fitted
 from bench.threshold_small import EVIDENCE as SMALL_EVIDENCE
 from cari.search import fit
@@ -117,11 +118,10 @@ def interval(flags: Sequence[bool]) -> tuple[float, float, float]:
     """The share of true flags and its 95 % bootstrap interval."""
     if not flags:
         return (float("nan"),) * 3
-    values = np.asarray(flags, dtype=float)
-    rng = np.random.default_rng(SEED)
-    means = values[rng.integers(0, len(values), (RESAMPLES, len(values)))].mean(axis=1)
+    values = [float(flag) for flag in flags]
+    means = resampled_means(values, RESAMPLES, np.random.default_rng(SEED))
     low, high = np.quantile(means, [0.025, 0.975])
-    return float(values.mean()), float(low), float(high)
+    return float(np.mean(values)), float(low), float(high)
 
 
 def ndcg(label: str, rankings: dict[str, list[str]]) -> float:
@@ -232,7 +232,7 @@ def report(data: dict[str, Any], groups: dict[str, list[str]]) -> tuple[str, dic
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument(
         "--small", action="store_true", help=f"bench.threshold_small's evidence ({SMALL_EVIDENCE})"
     )

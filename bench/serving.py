@@ -72,7 +72,8 @@ import msgspec
 import numpy as np
 import psycopg
 
-from bench.database import fresh_runtime
+from bench import harness
+from bench.harness import RESULTS, dsn_of, fresh_runtime, shown
 from bench.ingest_path import fast_embedder
 from bench.load import (
     JSON_HEADERS,
@@ -85,23 +86,19 @@ from bench.load import (
     scrape,
     search_target,
     served,
-    shown,
 )
 from bench.search import (
     COLLECTION,
-    ROOT,
     TOP_K,
     Passage,
-    base_vectors,
-    load_corpus,
+    build_corpus,
     load_passages,
     load_queries,
-    synthetic_vectors,
 )
 from cari.settings import Settings, load_settings
 
 DATABASE = "cari_bench_serving"
-OUT = ROOT / "bench" / "results" / "serving.json"
+OUT = RESULTS / "serving.json"
 # Scenario 1's ingestions: each `cari ingest` loads a collection of its own, with the local
 # model's defaults (every core), then with one thread (CARI_EMBEDDING_THREADS=1).
 INGESTIONS = {
@@ -630,14 +627,12 @@ async def run(args: argparse.Namespace) -> None:
     began = time.perf_counter()
     settings = load_settings(reembed_interval_s=0, statement_timeout_ms=0, embedder="local")
     passages = load_passages()
-    omp = os.environ.get("OMP_NUM_THREADS")
+    omp = harness.omp_threads()
     note = f"{os.cpu_count()} cores; OMP_NUM_THREADS {'unset' if omp is None else omp}"
     print(f"{note}; GOMP_SPINCOUNT {os.environ.get('GOMP_SPINCOUNT', 'unset (Cari: 10000)')}")
     async with fresh_runtime(DATABASE, settings) as rt:
-        base = await base_vectors(rt.embedder, passages)
-        vectors, _ = synthetic_vectors(base, args.chunks)
-        await load_corpus(rt.pool, settings, passages, vectors)
-        dsn = str(rt.pool.conninfo)
+        await build_corpus(rt, args.chunks, passages=passages)
+        dsn = dsn_of(rt.pool)
     env = {**os.environ, "CARI_EMBEDDER": "local"}
     report = {
         "machine": {"cores": os.cpu_count(), "omp_num_threads": omp},
@@ -650,7 +645,7 @@ async def run(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=400)
     parser.add_argument("--duration", type=float, default=15.0, help="seconds per cell")

@@ -33,7 +33,6 @@ the fit existed ingests the sets again to probe them, without searching.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import time
@@ -44,23 +43,25 @@ from typing import Any
 
 import numpy as np
 
-from bench.database import fresh_runtime
+from bench import harness
 from bench.embedding_cache import CACHE_DIR, CachingEmbedder
-from bench.quality import (
+from bench.harness import (
     DATASETS,
     default_language,
-    document_ranking,
-    evaluate,
-    ingest_corpus,
+    fresh_runtime,
+    judged_datasets,
     load_qrels,
     load_queries,
 )
+from bench.quality import document_ranking, evaluate, ingest_corpus
 from cari import collection
+from cari.runtime import Runtime
+from cari.schema.collections import CollectionCreate
 from cari.schema.search import SearchRequest
 from cari.search import fit
 from cari.search.engine import Searcher
 from cari.search.relevance import Evidence, Scale, keep
-from cari.settings import load_settings
+from cari.settings import Settings, load_settings
 
 DATABASE = "cari_bench_threshold"
 EVIDENCE = CACHE_DIR / "threshold-evidence.json"
@@ -93,28 +94,14 @@ def off_topic(query_folder: str, collection_name: str) -> bool:
 async def gather(folders: Sequence[Path], *, search: bool = True) -> dict[str, Any]:
     """Ingest every set, probe each collection as `cari.search.fit` does, and (`search`) run
     every judged question on-topic and off-topic."""
-    settings = load_settings(
-        reembed_interval_s=0,
-        statement_timeout_ms=0,
-        # On a busy machine a question's embedding may take seconds: a search that gave up on
-        # it would degrade to keyword results, and its evidence would have no cosine.
-        embedding_query_timeout_s=600,
-    )
+    settings = evidence_settings()
     runs: Runs = {}
     chunks: dict[str, int] = {}
-    probes: dict[str, dict[str, list[float]]] = {}
     async with fresh_runtime(DATABASE, settings, wrap_embedder=CachingEmbedder) as rt:
         pool, ingestor, searcher = rt.pool, rt.ingestor, rt.searcher
         for folder in folders:
             began = time.perf_counter()
-            async with pool.connection() as conn:
-                await collection.create(
-                    conn,
-                    collection.CollectionCreate(
-                        name=folder.name, language=default_language(folder), threshold=0
-                    ),
-                    settings,
-                )
+            await create_collection(rt, folder)
             counts = await ingest_corpus(ingestor, folder.name, folder)
             chunks[folder.name] = counts["chunks"]
             print(
@@ -124,22 +111,16 @@ async def gather(folders: Sequence[Path], *, search: bool = True) -> dict[str, A
             )
         async with pool.connection() as conn:
             await conn.execute("VACUUM (ANALYZE) chunks, postings")
-            cur = await conn.execute(
-                "SELECT c.id, d.external_id FROM chunks c JOIN documents d ON d.id = c.document_id"
+            documents = await chunk_documents(conn)
+            probes = await probe_all(
+                rt,
+                conn,
+                folders,
+                lambda name, found, seconds: (
+                    f"probed {name}: {len(found.on_topic)} own, {len(found.off_topic)} "
+                    f"other-subject questions in {seconds:.1f} s"
+                ),
             )
-            documents = {int(chunk): str(doc) for chunk, doc in await cur.fetchall()}
-            for folder in folders:
-                began = time.perf_counter()
-                found = await fit.probe(
-                    conn, await collection_id(conn, folder.name), rt.embedder, settings
-                )
-                assert found is not None
-                probes[folder.name] = asdict(found)
-                print(
-                    f"probed {folder.name}: {len(found.on_topic)} own, {len(found.off_topic)} "
-                    f"other-subject questions in {time.perf_counter() - began:.1f} s",
-                    flush=True,
-                )
         for label, folder, split in query_sets(folders) if search else []:
             queries = load_queries(folder)
             judged = [qid for qid in queries if qid in load_qrels(folder, split)]
@@ -160,6 +141,50 @@ async def gather(folders: Sequence[Path], *, search: bool = True) -> dict[str, A
     return {"chunks": chunks, "runs": runs, "probes": probes}
 
 
+def evidence_settings() -> Settings:
+    return load_settings(
+        reembed_interval_s=0,
+        statement_timeout_ms=0,
+        # On a busy machine a question's embedding may take seconds: a search that gave up on
+        # it would degrade to keyword results, and its evidence would have no cosine.
+        embedding_query_timeout_s=600,
+    )
+
+
+async def create_collection(rt: Runtime, folder: Path) -> None:
+    """The set's collection, in its language, with no relevance threshold."""
+    async with rt.pool.connection() as conn:
+        await collection.create(
+            conn,
+            CollectionCreate(name=folder.name, language=default_language(folder), threshold=0),
+            rt.settings,
+        )
+
+
+async def chunk_documents(conn: Any) -> dict[int, str]:
+    """Every chunk's document (external id)."""
+    cur = await conn.execute(
+        "SELECT c.id, d.external_id FROM chunks c JOIN documents d ON d.id = c.document_id"
+    )
+    return {int(chunk): str(doc) for chunk, doc in await cur.fetchall()}
+
+
+async def probe_all(
+    rt: Runtime, conn: Any, folders: Sequence[Path], line: Callable[[str, fit.Probes, float], str]
+) -> dict[str, dict[str, list[float]]]:
+    """Each set's collection probed as `cari.search.fit` does; `line` says each as it is done."""
+    probes: dict[str, dict[str, list[float]]] = {}
+    for folder in folders:
+        began = time.perf_counter()
+        found = await fit.probe(
+            conn, await collection_id(conn, folder.name), rt.embedder, rt.settings
+        )
+        assert found is not None
+        probes[folder.name] = asdict(found)
+        print(line(folder.name, found, time.perf_counter() - began), flush=True)
+    return probes
+
+
 async def collection_id(conn: Any, name: str) -> int:
     cur = await conn.execute("SELECT id FROM collections WHERE name = %s", (name,))
     row = await cur.fetchone()
@@ -176,9 +201,9 @@ async def weighed(
         raise RuntimeError(f"search degraded, figures would be wrong: {response.warnings}")
     assert response.explain is not None
     evidence = {
-        kept["id"]: (kept["cosine"], kept["coverage"])
-        for part in response.explain["sub_queries"]
-        for kept in part["kept"]
+        kept.id: (kept.cosine, kept.coverage)
+        for part in response.explain.sub_queries
+        for kept in part.kept
     }
     return [
         (documents[r.chunk_id], *evidence[r.id]) for r in response.results if r.chunk_id is not None
@@ -471,16 +496,14 @@ def compare(data: dict[str, Any], base: Scale) -> tuple[str, dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--dataset", type=Path, action="append", help="a BEIR-format folder (repeatable)"
-    )
+    parser = harness.parser(__doc__)
+    harness.dataset_options(parser, split=False)
     parser.add_argument(
         "--reuse", action="store_true", help=f"replay the evidence kept in {EVIDENCE}"
     )
     parser.add_argument("--out", type=Path, help="write the figures to this JSON file")
     args = parser.parse_args()
-    folders = args.dataset or sorted(d for d in DATASETS.iterdir() if (d / "qrels").is_dir())
+    folders = args.dataset or judged_datasets()
     if args.reuse:
         data = json.loads(EVIDENCE.read_text())
         if "probes" not in data:  # evidence kept before the fit existed: probe, not search

@@ -16,29 +16,36 @@ the on-topic questions that share no word with their relevant document (its term
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.database import fresh_runtime
+from bench import harness
 from bench.embedding_cache import CACHE_DIR, CachingEmbedder
-from bench.quality import DATASETS, corpus_records, default_language, load_qrels, load_queries
+from bench.harness import (
+    DATASETS,
+    corpus_records,
+    fresh_runtime,
+    judged_datasets,
+    load_qrels,
+    load_queries,
+)
 from bench.threshold import (
     THRESHOLD,
     Runs,
-    collection_id,
+    chunk_documents,
+    create_collection,
+    evidence_settings,
     off_topic,
     outcome,
+    probe_all,
     query_sets,
     replay,
     weighed,
 )
-from cari import collection
 from cari.ingest.formats import Section
 from cari.ingest.store import NewDocument
 from cari.search import fit
@@ -87,48 +94,27 @@ def documents(folder: Path, chosen: dict[str, list[str]], size: int) -> list[New
 
 
 async def gather(folders: list[Path], questions: int, size: int) -> dict[str, Any]:
-    settings = load_settings(
-        reembed_interval_s=0,
-        statement_timeout_ms=0,
-        # On a busy machine a question's embedding may take seconds: a search that gave up on
-        # it would degrade to keyword results, and its evidence would have no cosine.
-        embedding_query_timeout_s=600,
-    )
+    settings = evidence_settings()
     runs: Runs = {}
-    probes: dict[str, dict[str, list[float]]] = {}
     chunks: dict[str, int] = {}
     chosen = {folder.name: picked(folder, questions) for folder in folders}
     async with fresh_runtime(DATABASE, settings, wrap_embedder=CachingEmbedder) as rt:
         for folder in folders:
-            async with rt.pool.connection() as conn:
-                await collection.create(
-                    conn,
-                    collection.CollectionCreate(
-                        name=folder.name, language=default_language(folder), threshold=0
-                    ),
-                    settings,
-                )
+            await create_collection(rt, folder)
             result = await rt.ingestor.ingest(
                 folder.name, documents(folder, chosen[folder.name], size)
             )
             chunks[folder.name] = sum(o.chunks for o in result.outcomes)
         async with rt.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT c.id, d.external_id FROM chunks c JOIN documents d ON d.id = c.document_id"
+            ids = await chunk_documents(conn)
+            probes = await probe_all(
+                rt,
+                conn,
+                folders,
+                lambda name, _, seconds: (
+                    f"{name}: {chunks[name]} chunks, probed in {seconds:.1f} s"
+                ),
             )
-            ids = {int(chunk): str(doc) for chunk, doc in await cur.fetchall()}
-            for folder in folders:
-                began = time.perf_counter()
-                found = await fit.probe(
-                    conn, await collection_id(conn, folder.name), rt.embedder, settings
-                )
-                assert found is not None
-                probes[folder.name] = asdict(found)
-                print(
-                    f"{folder.name}: {chunks[folder.name]} chunks, probed in "
-                    f"{time.perf_counter() - began:.1f} s",
-                    flush=True,
-                )
         for folder in folders:
             texts = load_queries(folder)
             for label, questions_here in chosen[folder.name].items():
@@ -206,7 +192,7 @@ def report(data: dict[str, Any], base: Scale) -> tuple[str, dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--questions", type=int, default=30, help="judged questions per split")
     parser.add_argument("--size", type=int, default=60, help="documents per collection")
     parser.add_argument(
@@ -217,7 +203,7 @@ def main() -> None:
     if args.reuse:
         data = json.loads(EVIDENCE.read_text())
     else:
-        folders = sorted(d for d in DATASETS.iterdir() if (d / "qrels").is_dir())
+        folders = judged_datasets()
         data = asyncio.run(gather(folders, args.questions, args.size))
         EVIDENCE.parent.mkdir(parents=True, exist_ok=True)
         EVIDENCE.write_text(json.dumps(data))

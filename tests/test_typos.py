@@ -69,6 +69,28 @@ def test_explain_lists_each_correction(dealer: TestClient[Any]) -> None:
     assert listed[0]["weight"] == 0.7
 
 
+@pytest.mark.parametrize(
+    ("typed", "edit"),
+    [("garnasi", "swap"), ("gaaransi", "insertion"), ("garamsi", "substitution")],
+)
+def test_one_edit_of_any_kind_is_corrected(dealer: TestClient[Any], typed: str, edit: str) -> None:
+    listed = corrections(dealer, "dealer", typed)
+    assert [(c["word"], c["lexeme"]) for c in listed] == [(typed, "garansi")], edit
+    assert set(keyword(dealer, "dealer", typed)) == {"garansi"}
+
+
+def test_corrections_come_from_the_collection_alone(dealer: TestClient[Any]) -> None:
+    """A word only another collection knows is no correction (the neighbours' keys are the
+    collection's own)."""
+    response = dealer.post("/v1/collections", json={"name": "insurer", "typo_weight": 0.7,
+                                                    "language": "indonesian"})  # fmt: skip
+    assert response.status_code == 201, response.text
+    add(dealer, "insurer", [{"id": "a", "title": "Polis", "text": "Asuransi jiwa keluarga."}])
+    assert [c["lexeme"] for c in corrections(dealer, "insurer", "asurnsi")] == ["asuransi"]
+    assert corrections(dealer, "dealer", "asurnsi") == []
+    assert dealer.delete("/v1/collections/insurer").status_code in (200, 204)
+
+
 def test_a_known_word_is_never_corrected(dealer: TestClient[Any]) -> None:
     assert corrections(dealer, "dealer", "cicilan servis mesin") == []
     assert keyword(dealer, "dealer", "servis") == keyword(dealer, "strict", "servis")

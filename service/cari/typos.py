@@ -1,7 +1,7 @@
 """Typo tolerance, as `explain` shows it: which unknown query words keyword search corrects.
 
-The corrections themselves happen in SQL (`query_corrected`, migration 0011), where keyword
-search, relevance evidence and highlights all read them.
+The corrections themselves happen in SQL (`query_corrected`, migrations 0011 and 0016), where
+keyword search, relevance evidence and highlights all read them.
 """
 
 from __future__ import annotations

@@ -76,8 +76,7 @@ TypoWeight = Annotated[
         ge=0,
         lt=1,
         description="Typo tolerance: a query word the collection does not know also matches "
-        "its closest known word, weighing this times their trigram similarity against an "
-        "exact match; 0 turns it off.",
+        "its closest known word, weighing this against an exact match; 0 turns it off.",
     ),
 ]
 Keywords = Annotated[
