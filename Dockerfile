@@ -33,13 +33,13 @@ COPY alembic alembic
 COPY ext/cari_bm25 ext/cari_bm25
 RUN pip install --no-cache-dir --no-deps . && rm -rf /src
 
-# Cari's keyword extension, built now as the first start would build it (cari.extension), into
+# Cari's keyword extension, built now as the first start would build it (cari.db.extension), into
 # the data folder: a new volume mounted at /data starts with it, so the embedded server serves
 # keyword search with it and the image needs no compiler (they leave in this same layer). On a
 # folder mounted from the host, Cari finds no compiler, says so, and the SQL statement serves.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev make \
-    && python -c 'from cari import embedded, extension; import pathlib, sys; sys.exit(extension.build(pathlib.Path("/data"), embedded.client_tool("pg_config")) is None)' \
+    && python -c 'from cari.db import embedded, extension; import pathlib, sys; sys.exit(extension.build(pathlib.Path("/data"), embedded.client_tool("pg_config")) is None)' \
     && chown -R cari:cari /data \
     && apt-get purge -y gcc libc6-dev make \
     && apt-get autoremove -y \

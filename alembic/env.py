@@ -25,8 +25,8 @@ with engine.connect() as connection:
         context.run_migrations()
         after = migration.get_current_revision()
 # Alembic's own INFO lines say the same things at every start ("Context impl ..."): Cari's
-# log quiets them (cari.logs) and says this instead, only when the schema moved.
+# log quiets them (cari.observability.logs) and says this instead, only when the schema moved.
 if after != before:
-    logging.getLogger("cari.migrations").info(
+    logging.getLogger("cari.db.migrations").info(
         "database schema migrated from %s to %s", before or "an empty database", after
     )

@@ -23,8 +23,9 @@ from bench.embedding_cache import CachingEmbedder
 from bench.harness import DATASETS, default_language, fresh_runtime, load_qrels, load_queries
 from bench.quality import ingest_corpus
 from cari import collection
-from cari.answer.service import AnswerRequest
-from cari.search.engine import SearchRequest
+from cari.schema.answer import AnswerRequest
+from cari.schema.collections import CollectionCreate
+from cari.schema.search import SearchRequest
 from cari.settings import load_settings
 
 DATABASE = "cari_bench_answer"
@@ -42,7 +43,7 @@ async def run(dataset: Path, split: str, limit: int) -> None:
         async with rt.pool.connection() as conn:
             await collection.create(
                 conn,
-                collection.CollectionCreate(name=NAME, language=default_language(dataset)),
+                CollectionCreate(name=NAME, language=default_language(dataset)),
                 settings,
             )
         counts = await ingest_corpus(rt.ingestor, NAME, dataset)

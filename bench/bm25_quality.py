@@ -67,11 +67,12 @@ from bench.harness import (
 from bench.quality import TS_RANK_AND, TS_RANK_OR, document_ranking, evaluate, mean_metrics
 from bench.reference import ReferenceBM25, analyzed_tokens, native_tokens, query_terms
 from cari import collection
+from cari.db.queries import query
 from cari.ingest import store
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import chunk
-from cari.queries import query
 from cari.runtime import Runtime
+from cari.schema.collections import CollectionCreate, CollectionUpdate
 from cari.search import bm25
 from cari.settings import Settings, load_settings
 
@@ -86,9 +87,7 @@ async def load(
     """The collection, chunk id -> document id, and each chunk's indexed text by chunk id order."""
     counter, settings = rt.embedder.count_tokens, rt.settings
     async with rt.pool.connection() as conn:
-        await collection.create(
-            conn, collection.CollectionCreate(name="keyword", language=language), settings
-        )
+        await collection.create(conn, CollectionCreate(name="keyword", language=language), settings)
         ref = await store.collection_ref(conn, "keyword")
         batch: list[store.Prepared] = []
         for record in corpus_records(dataset):
@@ -222,7 +221,7 @@ async def cari_rankings(
         for k3 in k3s:
             async with pool.connection() as conn:
                 await collection.update(
-                    conn, "keyword", collection.CollectionUpdate(title_boost=boost, bm25_k3=k3)
+                    conn, "keyword", CollectionUpdate(title_boost=boost, bm25_k3=k3)
                 )
             name = f"cari bm25 (boost {boost:g}, k3 {k3:g})"
             rankings[name], latency[name] = await timed_ranking(

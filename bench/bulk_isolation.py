@@ -59,15 +59,15 @@ from bench.ingest_path import (
     make_records,
 )
 from bench.load import free_port, served
-from cari import embedded, migrations
+from cari.db import embedded, migrations
+from cari.db.migrations import vector_index_drop_statement, vector_indexes_statement
+from cari.db.queries import query
+from cari.db.vector_space import space
 from cari.ingest import bulk, files, store
 from cari.ingest.bulk import Tally
 from cari.ingest.pipeline import Ingestor
-from cari.migrations import vector_index_drop_statement, vector_indexes_statement
-from cari.queries import query
 from cari.runtime import open_runtime
 from cari.settings import Settings, load_settings
-from cari.vector_space import space
 
 LIVE_WIDTH = 384
 OWN_WIDTH = 768

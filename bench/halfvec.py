@@ -42,9 +42,9 @@ from psycopg import sql
 from bench import harness
 from bench.embedding_cache import cache_path
 from bench.harness import fresh_database
-from cari.migrations import vector_index_statement
+from cari.db.migrations import vector_index_statement
+from cari.db.vector_space import Space
 from cari.settings import load_settings
-from cari.vector_space import Space
 
 RESULTS = Path(__file__).resolve().parent / "results" / "halfvec.json"
 TABLE = "halfvec_bench"

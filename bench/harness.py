@@ -29,7 +29,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
-from cari import embedded, migrations
+from cari.db import embedded, migrations
 from cari.embed import Embedder
 from cari.runtime import Runtime, open_runtime
 from cari.settings import Settings

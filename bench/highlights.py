@@ -40,10 +40,11 @@ from bench.search import (
     load_queries,
 )
 from cari import synonyms
-from cari.queries import query
+from cari.db.queries import query
 from cari.runtime import Runtime
+from cari.schema.collections import Synonyms
+from cari.schema.search import SearchRequest
 from cari.search import bm25, highlights
-from cari.search.engine import SearchRequest
 from cari.settings import load_settings
 
 DATABASE = "cari_bench_highlights"
@@ -202,7 +203,7 @@ async def measure_synonyms(
         state = "rules" if round_ % 2 else "no rule"
         async with rt.pool.connection() as conn:
             await conn.set_autocommit(True)
-            wanted = synonyms.Synonyms(rules=rules if state == "rules" else [])
+            wanted = Synonyms(rules=rules if state == "rules" else [])
             await synonyms.replace(conn, COLLECTION, wanted)
             for n, text in enumerate(queries):
                 params = {**base, "query": text}

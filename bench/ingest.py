@@ -26,16 +26,16 @@ from psycopg_pool import AsyncConnectionPool
 
 from bench import harness
 from bench.harness import fresh_runtime
+from cari.db.migrations import vector_index_drop_statement, vector_indexes_statement
+from cari.db.queries import query
+from cari.db.vector_space import space
 from cari.ingest import store
 from cari.ingest.bulk import ingest_sources
 from cari.ingest.chunking import Chunk
 from cari.ingest.files import Source
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import chunk
-from cari.migrations import vector_index_drop_statement, vector_indexes_statement
-from cari.queries import query
 from cari.settings import Settings, load_settings
-from cari.vector_space import space
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT.parent / "shared" / "eval" / "datasets" / "cisi"

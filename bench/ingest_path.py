@@ -54,14 +54,15 @@ from bench.harness import DATASETS, ROOT, fresh_database, load_average, runtime_
 from bench.load import served
 from cari import collection as collections
 from cari.cli.documents import SERVICE_BATCH_SIZE
+from cari.db.migrations import vector_index_drop_statement, vector_indexes_statement
+from cari.db.queries import query
+from cari.db.vector_space import space
 from cari.embed import Embedder
 from cari.ingest import bulk, store
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import chunk
-from cari.migrations import vector_index_drop_statement, vector_indexes_statement
-from cari.queries import query
+from cari.schema.collections import CollectionCreate
 from cari.settings import Settings, load_settings
-from cari.vector_space import space
 
 CORPORA = (DATASETS / "cranfield", DATASETS / "cisi")
 WORDS_PER_RECORD = 130
@@ -288,7 +289,7 @@ async def _database(name: str, settings: Settings, language: str) -> str:
     """A fresh, migrated database holding the collection the stages write into."""
     dsn = await anyio.to_thread.run_sync(fresh_database, name, settings)
     async with runtime_on(dsn, settings) as rt, rt.pool.connection() as conn:
-        spec = collections.CollectionCreate(name=COLLECTION, language=language)
+        spec = CollectionCreate(name=COLLECTION, language=language)
         await collections.create(conn, spec, settings)
     return dsn
 

@@ -94,8 +94,8 @@ from psycopg.types.json import Jsonb
 from bench import harness
 from bench import search as search_bench
 from bench.harness import dsn_of, fresh_runtime, timed
+from cari.db.queries import query
 from cari.ingest import store
-from cari.queries import query
 from cari.search import bm25
 from cari.search.bm25 import KeywordResult
 from cari.settings import load_settings

@@ -80,7 +80,8 @@ from cari.ingest.pipeline import Ingestor
 from cari.ingest.store import NewDocument
 from cari.limits import Mode
 from cari.runtime import Runtime
-from cari.search.engine import SearchRequest
+from cari.schema.collections import Collection, CollectionCreate
+from cari.schema.search import SearchRequest
 from cari.search.fusion import Candidate, weighted_rrf
 from cari.settings import load_settings
 
@@ -242,7 +243,7 @@ async def run_quality(
         judged = judged[:limit_queries]
     qrels = {qid: qrels_all[qid] for qid in judged}
 
-    spec = collection.CollectionCreate(name=collection_name, language=language)
+    spec = CollectionCreate(name=collection_name, language=language)
     if bm25_k3 is not None:
         spec = msgspec.structs.replace(spec, bm25_k3=bm25_k3)
     created, counts, documents, collection_id = await ingest_collection(rt, spec, dataset, progress)
@@ -318,10 +319,10 @@ def retriever_lists(
 
 async def ingest_collection(
     rt: Runtime,
-    spec: collection.CollectionCreate,
+    spec: CollectionCreate,
     dataset: Path,
     progress: Callable[[str], None] | None,
-) -> tuple[collection.Collection, dict[str, int], dict[int, str], Any]:
+) -> tuple[Collection, dict[str, int], dict[int, str], Any]:
     """The collection `spec` created and `dataset` ingested into it, vacuumed: the collection,
     the ingest's counts, each chunk's document id, and the collection's id."""
     async with rt.pool.connection() as conn:

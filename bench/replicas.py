@@ -69,7 +69,7 @@ from bench.load import (
     served,
 )
 from bench.search import build_corpus, load_queries
-from cari import embedded, migrations, standby
+from cari.db import embedded, migrations, standby
 from cari.runtime import open_runtime
 from cari.settings import load_settings
 

@@ -75,17 +75,18 @@ from psycopg_pool import AsyncConnectionPool
 from bench import harness
 from bench.embedding_cache import CACHE_DIR as CACHE
 from bench.harness import DATASETS, ROOT, explain, fresh_runtime, percentiles, timed
-from cari import migrations
-from cari.collection import CollectionCreate
+from cari.db import migrations
+from cari.db.queries import query
+from cari.db.vector_space import space
 from cari.embed import Embedder
 from cari.ingest import store
 from cari.limits import Mode
-from cari.queries import query
 from cari.runtime import Runtime
+from cari.schema.collections import CollectionCreate
+from cari.schema.search import SearchRequest
 from cari.search import bm25, highlights
-from cari.search.engine import Searcher, SearchRequest
+from cari.search.engine import Searcher
 from cari.settings import Settings, load_settings
-from cari.vector_space import space
 
 SETS = ["cranfield", "cisi", "cacm", "med", "tydiqa-goldp-id"]
 FOLDERS = tuple(DATASETS / name for name in SETS)
@@ -563,7 +564,7 @@ async def stage_timings(
                 SearchRequest(query=text, mode=mode, top_k=TOP_K, threshold=0, explain=True),
             )
             assert response.explain is not None
-            for stage, ms in response.explain["timings_ms"].items():
+            for stage, ms in response.explain.timings_ms.items():
                 stages[mode].setdefault(stage, []).append(ms)
     return stages
 

@@ -56,8 +56,10 @@ from bench.harness import (
 from bench.quality import document_ranking, evaluate, ingest_corpus
 from cari import collection
 from cari.runtime import Runtime
+from cari.schema.collections import CollectionCreate
+from cari.schema.search import SearchRequest
 from cari.search import fit
-from cari.search.engine import Searcher, SearchRequest
+from cari.search.engine import Searcher
 from cari.search.relevance import Evidence, Scale, keep
 from cari.settings import Settings, load_settings
 
@@ -154,9 +156,7 @@ async def create_collection(rt: Runtime, folder: Path) -> None:
     async with rt.pool.connection() as conn:
         await collection.create(
             conn,
-            collection.CollectionCreate(
-                name=folder.name, language=default_language(folder), threshold=0
-            ),
+            CollectionCreate(name=folder.name, language=default_language(folder), threshold=0),
             rt.settings,
         )
 
@@ -201,9 +201,9 @@ async def weighed(
         raise RuntimeError(f"search degraded, figures would be wrong: {response.warnings}")
     assert response.explain is not None
     evidence = {
-        kept["id"]: (kept["cosine"], kept["coverage"])
-        for part in response.explain["sub_queries"]
-        for kept in part["kept"]
+        kept.id: (kept.cosine, kept.coverage)
+        for part in response.explain.sub_queries
+        for kept in part.kept
     }
     return [
         (documents[r.chunk_id], *evidence[r.id]) for r in response.results if r.chunk_id is not None

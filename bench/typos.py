@@ -73,9 +73,10 @@ from bench.harness import (
 )
 from bench.quality import CHUNK_DOCUMENTS, document_ranking, evaluate, ingest_corpus, mean_metrics
 from cari import collection
-from cari.queries import query
+from cari.db.queries import query
+from cari.schema.collections import CollectionCreate, CollectionUpdate
+from cari.schema.search import SearchRequest
 from cari.search import bm25
-from cari.search.engine import SearchRequest
 from cari.settings import Settings, load_settings
 
 DEPTH = 100
@@ -127,9 +128,7 @@ async def run_dataset(
         engine = (await rt.keyword_engine.current()).name
         for weight in weights:
             async with rt.pool.connection() as conn:
-                await collection.update(
-                    conn, "keyword", collection.CollectionUpdate(typo_weight=weight)
-                )
+                await collection.update(conn, "keyword", CollectionUpdate(typo_weight=weight))
             for name, queries in (("correct", correct), ("misspelled", misspelled)):
                 ranking, took = await timed_ranking(
                     rt.pool, cari_ranker(ref, engine), queries, documents
@@ -318,7 +317,7 @@ async def hybrid(dataset: Path, split: str, weights: Sequence[float]) -> dict[st
     async with fresh_runtime(
         "cari_bench_typos_hybrid", settings, wrap_embedder=CachingEmbedder
     ) as rt:
-        spec = collection.CollectionCreate(name=name, language=default_language(dataset))
+        spec = CollectionCreate(name=name, language=default_language(dataset))
         async with rt.pool.connection() as conn:
             await collection.create(conn, spec, settings)
         await ingest_corpus(rt.ingestor, name, dataset)
@@ -328,7 +327,7 @@ async def hybrid(dataset: Path, split: str, weights: Sequence[float]) -> dict[st
             documents = {int(chunk_id): str(doc) for chunk_id, doc in await cur.fetchall()}
         for weight in weights:
             async with rt.pool.connection() as conn:
-                await collection.update(conn, name, collection.CollectionUpdate(typo_weight=weight))
+                await collection.update(conn, name, CollectionUpdate(typo_weight=weight))
             for form, queries in forms.items():
                 ranking = {}
                 for qid, text in queries.items():

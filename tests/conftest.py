@@ -20,8 +20,8 @@ from litestar.testing import TestClient
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from cari import embedded, migrations
 from cari.api.app import create_app
+from cari.db import embedded, migrations
 from cari.settings import LOCAL_EMBEDDING_DIMENSION, Settings
 from tests.fake_llm import FakeLLM
 from tests.fake_openai import FakeOpenAI

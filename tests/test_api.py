@@ -10,9 +10,9 @@ import pytest
 from litestar.routes import HTTPRoute
 from litestar.testing import TestClient
 
-from cari.answer.service import AnswerRequest
-from cari.collection import CollectionCreate, CollectionUpdate
-from cari.search.engine import SearchRequest
+from cari.schema.answer import AnswerRequest
+from cari.schema.collections import CollectionCreate, CollectionUpdate
+from cari.schema.search import SearchRequest
 from tests.conftest import app_client
 
 
@@ -333,7 +333,7 @@ def test_openapi_schema_and_docs(client: TestClient[Any]) -> None:
 
 def test_pool_applies_session_settings(dsn: str) -> None:
     with app_client(dsn, hnsw_ef_search=123, statement_timeout_ms=4567) as client:
-        pool = client.app.state.pool
+        pool = client.app.state.runtime.pool
         values = client.blocking_portal.call(_show_settings, pool)
     assert values == ("123", "4567ms")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psycopg
 
-from cari import embedded
+from cari.db import embedded
 from tests.conftest import cli_env
 from tests.fake_openai import FakeOpenAI
 from tests.test_ingest_cli import cari

@@ -11,7 +11,7 @@ from bench.fusion import BASELINE, Config, compare, fused, grid, interval, load_
 from bench.plots import draw
 from bench.quality import save
 
-from cari.collection import CollectionCreate
+from cari.schema.collections import CollectionCreate
 from tests.conftest import settings_for
 from tests.fake_openai import FakeOpenAI
 from tests.test_quality import TINY, tiny_runs

@@ -11,7 +11,7 @@ import pytest
 from bench import keyword
 from pgvector.psycopg import register_vector_async
 
-from cari import keyword_engine
+from cari.db import keyword_engine
 from cari.settings import Settings
 
 CHUNKS = 2_000

@@ -16,8 +16,8 @@ from bench.reference import ReferenceBM25, analyzed_tokens, query_terms
 from pgvector.psycopg import register_vector_async
 from psycopg import sql
 
-from cari import collection, keyword_engine
-from cari.collection import CollectionCreate, CollectionUpdate
+from cari import collection
+from cari.db import keyword_engine
 from cari.ingest import store
 from cari.ingest.chunking import Chunk
 from cari.ingest.formats import Section
@@ -30,6 +30,7 @@ from cari.ingest.store import (
     delete_document,
     write_documents,
 )
+from cari.schema.collections import CollectionCreate, CollectionUpdate
 from cari.search import bm25
 from cari.search.filters import compile_filters
 from cari.settings import Settings

@@ -25,8 +25,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from cari import collection, keyword_engine, migrations, synonyms
-from cari.collection import CollectionCreate
+from cari import collection, synonyms
+from cari.db import keyword_engine, migrations
+from cari.db.queries import query
 from cari.ingest.store import (
     CollectionRef,
     clear_documents,
@@ -35,7 +36,7 @@ from cari.ingest.store import (
     delete_document,
     write_documents,
 )
-from cari.queries import query
+from cari.schema.collections import CollectionCreate
 from cari.search import bm25
 from cari.search.filters import compile_filters
 from cari.settings import Settings

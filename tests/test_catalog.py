@@ -14,10 +14,11 @@ import pytest
 from litestar.testing import TestClient
 
 from cari.catalog.search import CatalogHit, financing_rates, relevance, search_catalog
-from cari.catalog.store import CatalogItemIn, item_text
+from cari.catalog.store import item_text
+from cari.db.vector_space import space
 from cari.runtime import make_pool
+from cari.schema.catalog import CatalogItemIn
 from cari.settings import LOCAL_EMBEDDING_DIMENSION as DIMENSION
-from cari.vector_space import space
 from tests.conftest import app_client, settings_for
 from tests.fake_openai import FakeOpenAI, vector_for
 

@@ -10,14 +10,14 @@ import pytest
 
 from cari.answer.citations import (
     NO_INFORMATION,
-    Citation,
     CitationFilter,
     build_messages,
     citation,
     detect_language,
     system_prompt,
 )
-from cari.search.engine import Kind, SearchResult
+from cari.schema.answer import Citation
+from cari.schema.search import Kind, SearchResult
 
 
 def result(

@@ -21,8 +21,8 @@ import click
 import psycopg
 import pytest
 
-from cari import embedded
 from cari.cli.common import user_errors
+from cari.db import embedded
 
 CARI = [sys.executable, "-m", "cari.cli"]
 

@@ -14,9 +14,9 @@ import psycopg
 import pytest
 
 from cari import collection
-from cari.collection import CollectionCreate
 from cari.errors import NotFound
 from cari.ingest.store import collection_ref, write_documents
+from cari.schema.collections import CollectionCreate
 from cari.settings import Settings
 from tests.test_bm25 import connect, prepared
 

@@ -42,7 +42,7 @@ def change_unannounced(dsn: str, statement: str) -> None:
 
 def listening_with_faq(client: TestClient[Any]) -> CollectionRows:
     """The app's collection rows, once they listen, and a collection "faq" of DOCS, top_k 5."""
-    rows: CollectionRows = client.app.state.searcher.collections
+    rows: CollectionRows = client.app.state.runtime.searcher.collections
     eventually(lambda: rows.listening, "never listened")
     assert client.post("/v1/collections", json={"name": "faq", "top_k": 5}).status_code == 201
     response = client.post("/v1/collections/faq/documents", json={"documents": DOCS})

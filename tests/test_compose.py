@@ -255,7 +255,7 @@ def test_build_context_leaves_out_keys_environments_and_caches() -> None:
     copied = [source for _, source in _copied(_instructions())]
     kept = [
         *copied,
-        "service/cari/queries.py",
+        "service/cari/db/queries.py",
         "sql/collection_get.sql",
         "alembic/env.py",
         "ext/cari_bm25/cari_bm25.control",

@@ -7,7 +7,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from cari import embedded
+from cari.db import embedded
 
 
 def test_shared_buffers_is_a_quarter_of_memory_within_bounds() -> None:

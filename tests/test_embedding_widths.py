@@ -18,14 +18,15 @@ from litestar.testing import TestClient
 from pgvector.psycopg import register_vector, register_vector_async
 from psycopg import sql
 
-from cari import db, migrations
+from cari.db import database as db
+from cari.db import migrations
+from cari.db.queries import query
+from cari.db.vector_space import Space, space
 from cari.errors import ConfigError
 from cari.ingest import store
 from cari.ingest.chunking import Chunk
 from cari.ingest.formats import Section
-from cari.queries import query
 from cari.settings import Settings, load_settings
-from cari.vector_space import Space, space
 from tests.conftest import app_client, cli_env, settings_for
 from tests.fake_openai import FakeOpenAI, vector_for
 
@@ -96,7 +97,7 @@ def plan(dsn: str, collection: str, width: Space) -> str:
     """EXPLAIN of Cari's own vector statement for `collection`, run as Cari runs it: unprepared,
     so planned with its values each time, six times over (a prepared statement would get a
     generic plan from the sixth run on, which sorts the whole collection once the table holds a
-    few: cari.vector_space.Space.statement)."""
+    few: cari.db.vector_space.Space.statement)."""
     statement = width.statement("search_vector", filters=sql.SQL(""), alias=sql.Identifier("c"))
     with psycopg.connect(dsn, autocommit=True) as conn:
         register_vector(conn)

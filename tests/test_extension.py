@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from cari import embedded, extension
+from cari.db import embedded, extension
 from cari.runtime import open_runtime
 from tests.conftest import app_client, settings_for
 from tests.test_cli import http, serving
@@ -89,7 +89,7 @@ def test_the_embedded_server_loads_the_build_in_its_data_folder(dsn: str) -> Non
 def test_a_build_is_reused_until_its_sources_change(
     tmp_path: Path, sources: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="cari.extension")
+    caplog.set_level(logging.INFO, logger="cari.db.extension")
     pg_config = embedded.client_tool("pg_config")
     (tmp_path / "data" / "ext" / ".build-killed" / "src").mkdir(parents=True)  # half a build
     first = extension.build(tmp_path / "data", pg_config)
@@ -116,7 +116,7 @@ def test_a_build_is_reused_until_its_sources_change(
 def test_two_processes_starting_at_once_build_once(
     tmp_path: Path, sources: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="cari.extension")
+    caplog.set_level(logging.INFO, logger="cari.db.extension")
     pg_config = embedded.client_tool("pg_config")
     built: list[Any] = []
     # Each thread opens the lock file itself, so they exclude each other as processes do.

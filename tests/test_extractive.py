@@ -6,7 +6,7 @@ import pytest
 
 from cari.answer.citations import CitationFilter
 from cari.answer.extractive import extractive_answer
-from cari.search.engine import Kind, SearchResult
+from cari.schema.search import Kind, SearchResult
 
 
 def result(number: int, content: str, kind: Kind = "chunk", title: str = "") -> SearchResult:

@@ -21,9 +21,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from cari import embedded
+from cari.db import embedded
+from cari.db.vector_space import space
 from cari.settings import load_settings
-from cari.vector_space import space
 from tests.conftest import cli_env
 from tests.fake_openai import FakeOpenAI
 from tests.test_cli import CARI, http, run, serving

@@ -4,17 +4,20 @@ search tool's schema all say the same."""
 from __future__ import annotations
 
 import datetime
+import re
+from pathlib import Path
 
 import click
 import msgspec
 import pytest
 
-from cari.answer.service import AnswerRequest
+import cari
 from cari.cli import main
-from cari.collection import Collection
 from cari.limits import Method, Mode, Threshold, TopK, bounds, choices
+from cari.schema.answer import AnswerRequest
+from cari.schema.collections import Collection
+from cari.schema.search import SearchRequest
 from cari.search import tool
-from cari.search.engine import SearchRequest
 
 
 def _option(command: str, name: str) -> click.Parameter:
@@ -84,3 +87,17 @@ def test_the_tool_schema_is_the_request_structs() -> None:
 def test_bounds_needs_a_constrained_type() -> None:
     with pytest.raises(TypeError):
         bounds(int)
+
+
+def test_the_console_takes_the_request_types_limits() -> None:
+    """Each number the search console asks for (top k, weights, threshold, ...) has the range
+    SearchRequest accepts: the page states it, this holds it to `cari.limits`."""
+    page = (Path(cari.__file__).parent / "console" / "index.html").read_text(encoding="utf-8")
+    inputs = re.findall(
+        r'<input data-setting="(\w+)" type="number" min="([\d.]+)" max="([\d.]+)"', page
+    )
+    assert {name for name, _, _ in inputs} >= {"top_k", "threshold", "vector_weight"}
+    schema = msgspec.json.schema(SearchRequest)["$defs"]["SearchRequest"]["properties"]
+    for name, least, greatest in inputs:
+        (field,) = [kind for kind in schema[name]["anyOf"] if kind.get("type") != "null"]
+        assert (float(least), float(greatest)) == (field["minimum"], field["maximum"]), name

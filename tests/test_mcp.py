@@ -17,9 +17,9 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
-from cari.answer.service import AnswerRequest, AnswerResponse
-from cari.ingest.stored import Document
-from cari.search.engine import SearchRequest, SearchResponse
+from cari.schema.answer import AnswerRequest, AnswerResponse
+from cari.schema.documents import Document
+from cari.schema.search import SearchRequest, SearchResponse
 from cari.settings import LOCAL_EMBEDDING_DIMENSION
 from tests.conftest import app_client, cli_env
 from tests.fake_openai import FakeOpenAI

@@ -5,7 +5,7 @@ import asyncio
 import psycopg
 import pytest
 
-from cari import migrations
+from cari.db import migrations
 from tests.conftest import settings_for
 
 TABLES = {"collections", "documents", "chunks", "catalog_items", "financing_rates"}

@@ -111,7 +111,7 @@ def test_metrics_move_with_searches_and_ingestion(cars: TestClient[Any]) -> None
     assert 1 <= value(after, "cari_pool_connections") <= 10
     assert value(after, "cari_pool_connections_in_use") == 0  # the scrape needs none
     assert value(after, "cari_pool_requests_waiting") == 0
-    pool = cars.app.state.pool
+    pool = cars.app.state.runtime.pool
     held = cars.blocking_portal.call(pool.getconn)
     try:
         lent = scrape(cars)

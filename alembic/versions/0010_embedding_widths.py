@@ -30,8 +30,8 @@ def _execute(statement: sql.Composable) -> None:
 
 
 def upgrade() -> None:
-    from cari.migrations import vector_index_statement
-    from cari.vector_space import space
+    from cari.db.migrations import vector_index_statement
+    from cari.db.vector_space import space
 
     settings = context.config.attributes["settings"]
     row = (

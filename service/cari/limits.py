@@ -21,6 +21,19 @@ Candidates = Annotated[int, msgspec.Meta(ge=1, le=1000)]
 EfSearch = Annotated[int, msgspec.Meta(ge=1, le=1000)]
 DocumentId = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
 
+# Names: an embedder's (in CARI_EMBEDDERS and a collection's `embedder`), a text-search
+# configuration's (a document's `language`; unanchored, as msgspec matches a pattern).
+EMBEDDER_NAME_PATTERN = "^[a-z0-9][a-z0-9_-]{0,62}$"
+LANGUAGE_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]{0,62}"
+
+MAX_SYNONYM_RULES = 1000  # per collection
+MAX_SYNONYM_TERMS = 32  # per rule
+MAX_TENOR_MONTHS = 600  # a financing rate's, and a tenor a question names
+
+# A listing's page (`?limit=`: documents, catalog items): its size by default and at most.
+PAGE_LIMIT = 100
+MAX_PAGE_LIMIT = 1000
+
 
 def choices(literal: Any) -> tuple[str, ...]:
     """The values a `Literal` type allows, in order."""

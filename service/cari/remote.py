@@ -7,10 +7,11 @@ from __future__ import annotations
 import email.utils
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import openai
+if TYPE_CHECKING:  # a client's retries need no OpenAI SDK
+    import openai
 
 # Statuses worth another try: request timeout, rate limit, and every server-side failure.
 _RETRYABLE = frozenset({408, 429})

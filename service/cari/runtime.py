@@ -11,7 +11,7 @@ They are closed in the reverse order of building: the replicas' checks, the answ
 then the embedder, then the pools, so nothing is closed under a part that still uses it.
 
 With read replicas (`CARI_READ_DATABASE_URLS`) each gets a pool of its own; searches, answers and
-the API's reads choose among them and the primary (`cari.replicas`), everything else uses
+the API's reads choose among them and the primary (`cari.db.replicas`), everything else uses
 `pool`, the primary's.
 """
 
@@ -23,23 +23,27 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
+import anyio
 import psycopg
 from anyio import to_thread
 from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from cari import db, metrics
 from cari.answer.llm import ChatClient
 from cari.answer.service import Answerer
+from cari.db import database as db
+from cari.db.keyword_engine import KeywordEngine
+from cari.db.replicas import Reads
+from cari.db.statements import RecordingCursor
+from cari.db.supervisor import supervise
 from cari.embed import Embedder, Embedders, LocalEmbedder, OpenAIEmbedder, check_settings
-from cari.ingest.pipeline import Ingestor
-from cari.keyword_engine import KeywordEngine
-from cari.replicas import Reads
+from cari.ingest.pipeline import Ingestor, backfill_embeddings
+from cari.observability import metrics
+from cari.search import fit
 from cari.search.collection_rows import CollectionRows
 from cari.search.engine import Searcher
 from cari.search.rerank import Reranker
 from cari.settings import Settings
-from cari.statements import RecordingCursor
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +73,14 @@ async def open_runtime(
     dsn: str | None = None,
     wait: bool = True,
     wrap_embedder: Callable[[Embedder], Embedder] | None = None,
+    serving: bool = False,
 ) -> AsyncIterator[Runtime]:
     """Build the runtime on `dsn`, or on the configured database (started if embedded).
 
     `wait=False` opens the pool without waiting for a connection, so a server can start (and
     report the database on /readyz) while PostgreSQL is down. `wrap_embedder` puts a layer
-    around each embedder, e.g. a benchmark's on-disk cache.
+    around each embedder, e.g. a benchmark's on-disk cache. `serving`: a serving process's
+    upkeep runs in the background while the runtime is open (`_upkeep`).
     """
     check(settings)
     location = dsn if dsn is not None else await to_thread.run_sync(db.database_url, settings)
@@ -127,7 +133,7 @@ async def open_runtime(
             with contextlib.suppress(psycopg.OperationalError, PoolTimeout):
                 await engine.current()
         stack.enter_context(metrics.watch(pool, searcher.vectors, reads, engine))
-        yield Runtime(
+        runtime = Runtime(
             settings=settings,
             pool=pool,
             reads=reads,
@@ -138,6 +144,27 @@ async def open_runtime(
             answerer=Answerer(searcher, chat=chat),
             keyword_engine=engine,
         )
+        if serving:  # entered last: stopped first, before anything it uses is closed
+            await stack.enter_async_context(_upkeep(runtime))
+        yield runtime
+
+
+@asynccontextmanager
+async def _upkeep(rt: Runtime) -> AsyncIterator[None]:
+    """What a serving process does in the background while it serves: hear changes to
+    collections (so searches keep their rows), embed what was stored without a vector and keep
+    each collection's relevance scale fitted (unless CARI_REEMBED_INTERVAL_S is 0), and keep
+    the embedded server up (when Cari runs it). Cancelled when the block ends."""
+    settings = rt.settings
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(rt.searcher.collections.listen)
+        if settings.reembed_interval_s > 0:
+            tasks.start_soon(backfill_embeddings, rt.pool, rt.embedders, settings)
+            tasks.start_soon(fit.keep_fitted, rt.pool, rt.embedders, settings)
+        if settings.database_url is None:  # the embedded server: ours to keep up
+            tasks.start_soon(supervise, settings.data_dir, rt.pool)
+        yield
+        tasks.cancel_scope.cancel()
 
 
 def make_embedder(settings: Settings) -> Embedder:
@@ -181,7 +208,7 @@ def make_pool(dsn: str, settings: Settings, *, name: str = "cari") -> AsyncConne
         # enough rows pass the WHERE clause (other collections, metadata filters).
         kwargs={
             "autocommit": True,
-            # What a search ran, for `cari search --sql` (cari.statements).
+            # What a search ran, for `cari search --sql` (cari.db.statements).
             "cursor_factory": RecordingCursor,
             "options": f"-c statement_timeout={settings.statement_timeout_ms}"
             f" -c hnsw.ef_search={settings.hnsw_ef_search}"

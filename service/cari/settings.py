@@ -20,14 +20,13 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from cari.errors import ConfigError
+from cari.limits import EMBEDDER_NAME_PATTERN
 
 # Dimensions of the bundled local embedder (multilingual-e5-small).
 LOCAL_EMBEDDING_DIMENSION = 384
 # pgvector's HNSW indexes `vector` up to 2,000 dimensions and `halfvec` up to 4,000: a wider
 # embedding could be stored but never searched through an index.
 MAX_EMBEDDING_DIMENSIONS = 4000
-# A collection's or profile's name: a slug.
-EMBEDDER_NAME_PATTERN = "^[a-z0-9][a-z0-9_-]{0,62}$"
 # The names a collection's `embedder` may take besides CARI_EMBEDDERS' own: the bundled model.
 LOCAL_EMBEDDER = "local"
 

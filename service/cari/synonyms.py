@@ -9,36 +9,16 @@ is analysed by every text-search configuration, so rules act on lexemes, in ever
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
-import msgspec
 import psycopg
 
+from cari.db.queries import query
 from cari.errors import InvalidInput, NotFound
-from cari.queries import query
+from cari.limits import MAX_SYNONYM_TERMS
+from cari.schema.collections import Synonyms
 
 Conn = psycopg.AsyncConnection[Any]
-MAX_RULES = 1000
-MAX_TERMS = 32  # per rule
-
-Rule = Annotated[
-    str,
-    msgspec.Meta(
-        min_length=1,
-        max_length=1000,
-        description="`a, b, c` (equivalent terms) or `a, b => c` (a query for a or b also "
-        "looks for c).",
-    ),
-]
-
-
-class Synonyms(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A collection's synonym rules, in order."""
-
-    rules: Annotated[
-        list[Rule],
-        msgspec.Meta(max_length=MAX_RULES, examples=[["CRV, CR-V", "angsuran => cicilan"]]),
-    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +114,8 @@ def _terms(rule: str, side: str) -> list[str]:
     if any(not t for t in terms) and side.strip():
         raise _bad(rule, "has an empty term")
     terms = [t for t in terms if t]
-    if len(terms) > MAX_TERMS:
-        raise _bad(rule, f"has more than {MAX_TERMS} terms")
+    if len(terms) > MAX_SYNONYM_TERMS:
+        raise _bad(rule, f"has more than {MAX_SYNONYM_TERMS} terms")
     if len(set(terms)) < len(terms):
         raise _bad(rule, "names a term twice")
     return terms

@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 
-from cari.queries import query
+from cari.db.queries import query
 
 Conn = psycopg.AsyncConnection[Any]
 

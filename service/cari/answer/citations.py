@@ -15,9 +15,8 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
-import msgspec
-
-from cari.search.engine import SearchResult
+from cari.schema.answer import Citation
+from cari.schema.search import SearchResult
 
 Language = Literal["id", "en"]
 
@@ -63,21 +62,6 @@ _LABELS: dict[Language, tuple[str, str, str]] = {
     "id": ("Sumber", "(tidak ada)", "Pertanyaan"),
     "en": ("Sources", "(none)", "Question"),
 }
-
-
-class Citation(msgspec.Struct, frozen=True):
-    """What an answer's [number] refers to."""
-
-    number: int
-    id: str  # the source's id: "chunk:12", "catalog:SKU", "financing:SKU"
-    kind: str
-    document_id: str | None
-    chunk_id: int | None
-    title: str
-    source: str | None  # the document's source (e.g. its file), else metadata["source"]
-    # HTML: a chunk's highlight (the passage around the question's words, the matches in
-    # <mark>; cari.search.highlights); other sources' first 200 characters, escaped.
-    snippet: str
 
 
 def detect_language(text: str) -> Language:

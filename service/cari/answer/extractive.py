@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cari.answer.citations import FUNCTION_WORDS, MARKER
-from cari.search.engine import SearchResult
+from cari.schema.search import SearchResult
 from cari.sentences import split as split_sentences
 
 _STOP = FUNCTION_WORDS["id"] | FUNCTION_WORDS["en"]

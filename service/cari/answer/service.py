@@ -21,14 +21,10 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
-
-import msgspec
 
 from cari import collection
 from cari.answer.citations import (
     NO_INFORMATION,
-    Citation,
     CitationFilter,
     Language,
     build_messages,
@@ -37,89 +33,25 @@ from cari.answer.citations import (
 )
 from cari.answer.extractive import extractive_answer
 from cari.answer.llm import ChatClient, Usage
+from cari.db.replicas import Node
 from cari.errors import LLMUnavailable
-from cari.limits import Mode, QueryText, Threshold, TopK
-from cari.replicas import Node
-from cari.search.engine import Searcher, SearchRequest, SearchResult
+from cari.schema.answer import (
+    AnswerRequest,
+    AnswerResponse,
+    Citation,
+    Citations,
+    Done,
+    EventData,
+    Failed,
+    LLMChunk,
+    Metadata,
+    SearchComplete,
+    Source,
+)
+from cari.schema.search import SearchRequest, SearchResult
+from cari.search.engine import Searcher
 
 EXTRACTIVE = "extractive"
-
-
-class AnswerRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A question; unset fields take the collection's (or the server's) defaults."""
-
-    query: QueryText
-    mode: Mode | None = None
-    top_k: TopK | None = None
-    threshold: Threshold | None = None
-    filters: dict[str, Any] | None = None
-    rerank: bool = True  # when a reranker is configured
-    stream: bool = False
-
-
-class Source(msgspec.Struct):
-    number: int
-    result: SearchResult
-
-
-class AnswerResponse(msgspec.Struct):
-    query: str
-    answer: str
-    no_information: bool
-    citations: dict[str, Citation]
-    sources: list[Source]
-    model: str | None  # None: no answer was written (no information)
-    usage: dict[str, int | None] | None
-    invented_citations: list[int]
-    warnings: list[str]
-    timings_ms: dict[str, float]
-
-
-# The events' data, as the stream sends them (JSON) and `cari.client` decodes them.
-
-
-class SearchComplete(msgspec.Struct):
-    sources: list[Source]
-
-
-class LLMChunk(msgspec.Struct):
-    text: str
-
-
-class Citations(msgspec.Struct):
-    citations: dict[str, Citation]  # by source number, as the answer cites them: "1", "2", ...
-
-
-class Metadata(msgspec.Struct):
-    model: str | None  # None: no answer was written (no information)
-    usage: dict[str, int | None] | None
-    no_information: bool
-    invented_citations: list[int]
-    warnings: list[str]
-    timings_ms: dict[str, float]
-
-
-class Done(msgspec.Struct):
-    pass
-
-
-class Failed(msgspec.Struct):
-    """The language model failed midway: the answer so far is incomplete."""
-
-    message: str
-
-
-EventData = SearchComplete | LLMChunk | Citations | Metadata | Done | Failed
-
-# Each event's name in the stream.
-EVENTS: dict[str, type[EventData]] = {
-    "search_complete": SearchComplete,
-    "llm_chunk": LLMChunk,
-    "citations": Citations,
-    "metadata": Metadata,
-    "done": Done,
-    "error": Failed,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +91,7 @@ class Answerer:
         self, collection_name: str, request: AnswerRequest, *, token: int | None = None
     ) -> Prepared:
         """Search for the answer's sources, on a read replica (one that has replayed `token`,
-        a write's consistency token, when given) or the primary (`cari.replicas`)."""
+        a write's consistency token, when given) or the primary (`cari.db.replicas`)."""
         return await self.searcher.reads.run(
             token, lambda node: self._prepare(node, collection_name, request)
         )

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 import psycopg
 from litestar import Request, get, post
-from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import Example
@@ -16,29 +15,19 @@ from litestar.params import Body
 from litestar.response import Response, ServerSentEvent, ServerSentEventMessage
 
 from cari import collection as collections
-from cari.answer.service import Answerer, AnswerRequest, AnswerResponse, Prepared
+from cari.answer.service import Answerer, Prepared
 from cari.api.consistency import READS_ONLY, ConsistencyToken, token
 from cari.api.openapi import AnswerOperation, CollectionName, V1Operation
 from cari.api.problems import responses
+from cari.api.state import AppState
+from cari.schema.answer import AnswerRequest, AnswerResponse
+from cari.schema.tool import Tool
 from cari.search import tool as search_tool
 
 Conn = NamedDependency[psycopg.AsyncConnection[Any]]
 EVENT_STREAM = "text/event-stream"
 
 QUESTION = Example(summary="A question", value={"query": "berapa cicilan honda civic?"})
-
-
-class ToolFunction(msgspec.Struct):
-    name: str
-    description: str
-    parameters: dict[str, Any]  # the JSON schema of the search's arguments
-
-
-class Tool(msgspec.Struct):
-    """An OpenAI function tool."""
-
-    type: Literal["function"]
-    function: ToolFunction
 
 
 @post(
@@ -64,13 +53,13 @@ class Tool(msgspec.Struct):
     opt=READS_ONLY,
 )
 async def answer(
-    state: State,
+    state: AppState,
     request: Request[Any, Any, Any],
     collection: CollectionName,
     data: Annotated[AnswerRequest, Body(examples=[QUESTION])],
     consistency: ConsistencyToken = None,
 ) -> Response[Any]:
-    answerer: Answerer = state.answerer
+    answerer = state.runtime.answerer
     prepared = await answerer.prepare(collection, data, token=token(consistency))
     if data.stream or EVENT_STREAM in request.headers.get("accept", ""):
         return ServerSentEvent(_messages(answerer, prepared))

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import anyio
 from litestar import Litestar, Router
 from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
@@ -14,7 +13,7 @@ from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
 import cari
-from cari import logs, migrations, runtime
+from cari import runtime
 from cari.api import allow, console, docs, problems, tracing
 from cari.api.answer import answer, tool
 from cari.api.auth import require_api_key
@@ -28,12 +27,11 @@ from cari.api.metrics import PROMETHEUS, MetricsController
 from cari.api.openapi import DocumentedAsPlugin, ZeroBoundsPlugin, state_rules
 from cari.api.request_ids import RequestIdMiddleware, echo_request_id
 from cari.api.search import search
-from cari.ingest.pipeline import backfill_embeddings
+from cari.db import migrations
 from cari.mcp.server import http_sessions
-from cari.replicas import HEADER
-from cari.search import fit
+from cari.observability import logs
+from cari.schema.consistency import HEADER
 from cari.settings import LOCAL_EMBEDDER, Settings
-from cari.supervisor import supervise
 
 
 def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
@@ -46,25 +44,13 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
         # Do not wait for the pool: /readyz reports an unreachable database instead of the app
         # failing to start.
         async with (
-            runtime.open_runtime(settings, dsn=dsn, wait=False) as rt,
+            runtime.open_runtime(settings, dsn=dsn, wait=False, serving=True) as rt,
             http_sessions(rt) as mcp_sessions,
         ):
-            app.state.pool = rt.pool
-            app.state.reads = rt.reads
-            app.state.ingestor = rt.ingestor
-            app.state.searcher = rt.searcher
-            app.state.answerer = rt.answerer
-            app.state.keyword_engine = rt.keyword_engine
+            # What handlers read, typed: cari.api.state.AppState.
+            app.state.runtime = rt
             app.state.mcp = mcp_sessions
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(rt.searcher.collections.listen)
-                if settings.reembed_interval_s > 0:
-                    tasks.start_soon(backfill_embeddings, rt.pool, rt.embedders, settings)
-                    tasks.start_soon(fit.keep_fitted, rt.pool, rt.embedders, settings)
-                if settings.database_url is None:  # the embedded server: ours to keep up
-                    tasks.start_soon(supervise, settings.data_dir, rt.pool)
-                yield
-                tasks.cancel_scope.cancel()
+            yield
 
     v1 = Router(
         path="/v1",
@@ -99,8 +85,8 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             ConsistencyTokenMiddleware(),
         ],
         before_send=[echo_request_id, allow.every_method],
-        # Logging is the process's (`cari.logs`, set up by the `cari` command): not reconfigured
-        # by building an app.
+        # Logging is the process's (`cari.observability.logs`, set up by the `cari` command): not
+        # reconfigured by building an app.
         logging_config=None,
         # Room for a document at the size limit after JSON escaping, so the limit is reported
         # per document (422 naming it) rather than as a bare 413 for the whole body.

@@ -5,40 +5,32 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-import msgspec
 import psycopg
 from litestar import Controller, Request, delete, get, post
-from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.openapi.spec import Example
 from litestar.params import Body, Parameter
 
-from cari.api.documents import Deleted
+from cari import limits
 from cari.api.openapi import CollectionName, DocumentedAs, V1Operation
 from cari.api.path_ids import path_id, whole_collection
 from cari.api.problems import responses
+from cari.api.state import AppState
 from cari.catalog import store
-from cari.catalog.store import (
+from cari.errors import InvalidInput
+from cari.ingest.pipeline import Ingestor
+from cari.schema.catalog import (
+    CatalogImport,
     CatalogItem,
     CatalogItemIn,
     FinancingRate,
     FinancingRateIn,
-    ItemResult,
-    RateResult,
+    RatesImport,
 )
-from cari.errors import InvalidInput
-from cari.ingest.pipeline import Ingestor
+from cari.schema.documents import Deleted
 from cari.settings import Settings
 
 Conn = NamedDependency[psycopg.AsyncConnection[Any]]
-
-
-class CatalogImport(msgspec.Struct):
-    results: list[ItemResult]
-
-
-class RatesImport(msgspec.Struct):
-    results: list[RateResult]
 
 
 # Checked item by item, so an error names `items[i].field`.
@@ -128,13 +120,13 @@ class CatalogController(Controller):
         operation_class=V1Operation,
         guards=[whole_collection],
     )
-    async def add(self, state: State, collection: CollectionName, data: Items) -> CatalogImport:
+    async def add(self, state: AppState, collection: CollectionName, data: Items) -> CatalogImport:
         settings: Settings = state.settings
         _check_size(data, settings)
         items = store.catalog_batch(data)
-        ingestor: Ingestor = state.ingestor
+        ingestor: Ingestor = state.runtime.ingestor
         results = await store.import_items(
-            state.pool,
+            state.runtime.pool,
             ingestor.embedders,
             collection,
             items,
@@ -154,7 +146,7 @@ class CatalogController(Controller):
         self,
         conn: Conn,
         collection: CollectionName,
-        limit: Annotated[int, Parameter(ge=1, le=1000)] = 100,
+        limit: Annotated[int, Parameter(ge=1, le=limits.MAX_PAGE_LIMIT)] = limits.PAGE_LIMIT,
         offset: Annotated[int, Parameter(ge=0)] = 0,
     ) -> list[CatalogItem]:
         return await store.list_items(conn, collection, limit=limit, offset=offset)
@@ -215,7 +207,7 @@ class FinancingRatesController(Controller):
         operation_class=V1Operation,
     )
     async def add(
-        self, conn: Conn, state: State, collection: CollectionName, data: Rates
+        self, conn: Conn, state: AppState, collection: CollectionName, data: Rates
     ) -> RatesImport:
         _check_size(data, state.settings)
         rates = store.rates_batch(data)

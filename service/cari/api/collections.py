@@ -6,7 +6,6 @@ from typing import Annotated, Any
 
 import psycopg
 from litestar import Controller, delete, get, patch, post, put
-from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.openapi.spec import Example
 from litestar.params import Body
@@ -15,8 +14,8 @@ from cari import collection as collections
 from cari import synonyms
 from cari.api.openapi import CollectionName, V1Operation
 from cari.api.problems import responses
-from cari.collection import Collection, CollectionCreate, CollectionUpdate
-from cari.synonyms import Synonyms
+from cari.api.state import AppState
+from cari.schema.collections import Collection, CollectionCreate, CollectionUpdate, Synonyms
 
 Conn = NamedDependency[psycopg.AsyncConnection[Any]]
 
@@ -69,10 +68,10 @@ class CollectionsController(Controller):
         operation_class=V1Operation,
     )
     async def create(
-        self, conn: Conn, state: State, data: Annotated[CollectionCreate, Body(examples=[NEW])]
+        self, conn: Conn, state: AppState, data: Annotated[CollectionCreate, Body(examples=[NEW])]
     ) -> Collection:
         created = await collections.create(conn, data, state.settings)
-        state.searcher.collections.forget()
+        state.runtime.searcher.collections.forget()
         return collections.named(created, state.settings)
 
     @get(
@@ -82,7 +81,7 @@ class CollectionsController(Controller):
         responses=responses(503),
         operation_class=V1Operation,
     )
-    async def index(self, conn: Conn, state: State) -> list[Collection]:
+    async def index(self, conn: Conn, state: AppState) -> list[Collection]:
         return [collections.named(c, state.settings) for c in await collections.list_all(conn)]
 
     @get(
@@ -92,7 +91,7 @@ class CollectionsController(Controller):
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
     )
-    async def get(self, conn: Conn, state: State, collection: CollectionName) -> Collection:
+    async def get(self, conn: Conn, state: AppState, collection: CollectionName) -> Collection:
         return collections.named(await collections.get(conn, collection), state.settings)
 
     @patch(
@@ -105,12 +104,12 @@ class CollectionsController(Controller):
     async def update(
         self,
         conn: Conn,
-        state: State,
+        state: AppState,
         collection: CollectionName,
         data: Annotated[CollectionUpdate, Body(examples=[CHANGE])],
     ) -> Collection:
         updated = await collections.update(conn, collection, data)
-        state.searcher.collections.forget()
+        state.runtime.searcher.collections.forget()
         return collections.named(updated, state.settings)
 
     @delete(
@@ -120,6 +119,6 @@ class CollectionsController(Controller):
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
     )
-    async def delete(self, conn: Conn, state: State, collection: CollectionName) -> None:
+    async def delete(self, conn: Conn, state: AppState, collection: CollectionName) -> None:
         await collections.delete(conn, collection)
-        state.searcher.collections.forget()
+        state.runtime.searcher.collections.forget()

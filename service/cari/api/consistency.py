@@ -1,4 +1,4 @@
-"""Reads on replicas, writes on the primary, at the HTTP edge (`cari.replicas`).
+"""Reads on replicas, writes on the primary, at the HTTP edge (`cari.db.replicas`).
 
 A write's response carries `Cari-Consistency-Token` (only when read replicas are configured); a
 search, answer or GET that sends it back reads what that write wrote. GET requests take their
@@ -15,15 +15,16 @@ from typing import Annotated, Any, cast
 
 import psycopg
 from litestar import Request
-from litestar.datastructures import MutableScopeHeaders, State
+from litestar.datastructures import MutableScopeHeaders
 from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.params import HeaderParameter
 from litestar.types import ASGIApp, HTTPScope, Message, Receive, Scope, Send
 from psycopg_pool import PoolTimeout
 
-from cari import metrics
-from cari.replicas import HEADER, Reads, parse_token
+from cari.api.state import AppState, app_state
+from cari.observability import metrics
+from cari.schema.consistency import HEADER, parse_token
 
 # A handler whose POST only reads (search, answer) says so: its response carries no token.
 READS_ONLY = {"reads_only": True}
@@ -47,11 +48,11 @@ def token(value: str | None) -> int | None:
 
 
 async def provide_conn(
-    state: State, request: Request[Any, Any, Any]
+    state: AppState, request: Request[Any, Any, Any]
 ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
     """One pooled connection per request (autocommit: the core opens transactions): a GET's
     from a read replica when there is one in use, else from the primary."""
-    reads: Reads = state.reads
+    reads = state.runtime.reads
     if request.method in _READ_METHODS:
         node = await reads.choose(token(request.headers.get(HEADER)))
         metrics.READS.labels(node.name).inc()
@@ -67,7 +68,7 @@ class ConsistencyTokenMiddleware(ASGIMiddleware):
     scopes = (ScopeType.HTTP,)
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
-        reads: Reads = scope["litestar_app"].state.reads
+        reads = app_state(scope["litestar_app"]).runtime.reads
         if (
             not reads.replicas
             or cast("HTTPScope", scope)["method"] in _READ_METHODS

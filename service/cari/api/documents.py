@@ -6,16 +6,14 @@ from __future__ import annotations
 import base64
 import json
 import re
-from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import anyio.to_thread
 import msgspec
 import psycopg
 from litestar import Controller, Request, delete, get, post, put
-from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.openapi.spec import Example
 from litestar.params import Body, Parameter
@@ -24,81 +22,26 @@ from cari import limits
 from cari.api.openapi import CURSOR, CollectionName, DocumentedAs, V1Operation
 from cari.api.path_ids import path_id, whole_collection
 from cari.api.problems import responses
+from cari.api.state import AppState
 from cari.errors import CariError, InvalidInput
 from cari.ingest import formats, store, stored
 from cari.ingest.pipeline import BatchResult, Ingestor
 from cari.ingest.store import NewDocument
-from cari.ingest.stored import Document
+from cari.schema.documents import (
+    Deleted,
+    Document,
+    DocumentBatch,
+    DocumentIn,
+    DocumentPage,
+    DocumentResult,
+    DocumentSummary,
+    IngestResponse,
+    Rejection,
+)
 from cari.search.filters import compile_metadata
 from cari.settings import Settings
 
 Conn = NamedDependency[psycopg.AsyncConnection[Any]]
-
-
-class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """One document. `text` (or its alias `content`) is parsed according to `format`."""
-
-    id: limits.DocumentId | None = None
-    title: str = ""
-    text: str | None = None
-    content: str | None = None
-    format: Literal["text", "markdown", "html"] = "text"
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
-    source: str | None = None
-    language: (
-        Annotated[
-            str,
-            msgspec.Meta(
-                pattern=formats.LANGUAGE_NAME.pattern,
-                description="Text-search configuration of this document, if not the "
-                "collection's: english, indonesian, simple, ...",
-            ),
-        ]
-        | None
-    ) = None
-
-
-class DocumentBatch(msgspec.Struct, forbid_unknown_fields=True):
-    documents: list[DocumentIn]
-
-
-class Rejection(msgspec.Struct):
-    index: int
-    id: str | None
-    reason: str
-
-
-class DocumentResult(msgspec.Struct):
-    id: str
-    status: Literal["created", "updated", "unchanged"]
-    chunks: int
-    embedded: bool
-
-
-class IngestResponse(msgspec.Struct):
-    results: list[DocumentResult]
-    rejected: list[Rejection]
-    warnings: list[str]
-
-
-class DocumentSummary(msgspec.Struct):
-    id: str
-    title: str
-    source: str | None
-    metadata: dict[str, Any]
-    content_hash: str
-    chunks: int
-    created_at: datetime
-    updated_at: datetime
-
-
-class DocumentPage(msgspec.Struct):
-    documents: list[DocumentSummary]
-    next_cursor: str | None  # pass as `cursor` for the next page; None: this was the last
-
-
-class Deleted(msgspec.Struct):
-    deleted: int
 
 
 def _cursor(last_id: str) -> str:
@@ -261,7 +204,7 @@ class DocumentsController(Controller):
         guards=[whole_collection],
     )
     async def add(
-        self, state: State, collection: CollectionName, data: OneOrBatch
+        self, state: AppState, collection: CollectionName, data: OneOrBatch
     ) -> IngestResponse:
         settings: Settings = state.settings
         batch = "documents" in data and isinstance(data["documents"], list)
@@ -287,7 +230,7 @@ class DocumentsController(Controller):
                 "every document was rejected: "
                 + "; ".join(f"[{r.index}] {r.reason}" for r in rejected),
             )
-        ingestor: Ingestor = state.ingestor
+        ingestor: Ingestor = state.runtime.ingestor
         budget = settings.write_embedding_budget_s
         result = await ingestor.ingest(collection, documents, embedding_budget_s=budget)
         return _response(result, rejected)
@@ -302,7 +245,7 @@ class DocumentsController(Controller):
     async def upsert(
         self,
         request: Request[Any, Any, Any],
-        state: State,
+        state: AppState,
         collection: CollectionName,
         document_id: DocumentId,
         data: OneDocument,
@@ -310,7 +253,7 @@ class DocumentsController(Controller):
         document = await anyio.to_thread.run_sync(
             partial(to_document, data, state.settings, path_id=_id(request, document_id))
         )
-        ingestor: Ingestor = state.ingestor
+        ingestor: Ingestor = state.runtime.ingestor
         budget = state.settings.write_embedding_budget_s
         return _response(
             await ingestor.ingest(collection, [document], embedding_budget_s=budget), []
@@ -334,7 +277,7 @@ class DocumentsController(Controller):
         self,
         conn: Conn,
         collection: CollectionName,
-        limit: Annotated[int, Parameter(ge=1, le=1000)] = 100,
+        limit: Annotated[int, Parameter(ge=1, le=limits.MAX_PAGE_LIMIT)] = limits.PAGE_LIMIT,
         cursor: Annotated[str | None, Parameter(max_length=1024)] = None,
         source: Annotated[str | None, Parameter(max_length=4096)] = None,
         metadata: Annotated[

@@ -3,35 +3,17 @@
 from __future__ import annotations
 
 import logging
-from typing import Literal
 
-import msgspec
 import psycopg
 from litestar import Response, get
-from litestar.datastructures import State
 from litestar.openapi.datastructures import ResponseSpec
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import PoolTimeout
 
-from cari import migrations
-from cari.keyword_engine import KeywordEngine
+from cari.api.state import AppState
+from cari.db import migrations
+from cari.schema.health import Health, Readiness
 
 log = logging.getLogger(__name__)
-
-
-class Health(msgspec.Struct):
-    status: Literal["ok"]
-
-
-class Readiness(msgspec.Struct, omit_defaults=True):
-    """Ready: the schema's revision and the engine serving keyword search (`cari_bm25`, Cari's
-    C extension, at `keyword_engine_version`; or `sql`, the SQL statement). Not ready (503):
-    the reason."""
-
-    status: Literal["ready", "unavailable"]
-    schema: str | None = None
-    keyword_engine: Literal["cari_bm25", "sql"] | None = None
-    keyword_engine_version: str | None = None
-    reason: str | None = None
 
 
 @get("/healthz", summary="The process is up", operation_id="getHealth", sync_to_thread=False)
@@ -45,10 +27,10 @@ def healthz() -> Health:
     operation_id="getReadiness",
     responses={503: ResponseSpec(Readiness, description="Not ready", generate_examples=False)},
 )
-async def readyz(state: State) -> Response[Readiness]:
-    pool: AsyncConnectionPool = state.pool
+async def readyz(state: AppState) -> Response[Readiness]:
+    pool = state.runtime.pool
     expected: str = state.schema_head
-    keyword_engine: KeywordEngine = state.keyword_engine
+    keyword_engine = state.runtime.keyword_engine
     try:
         async with pool.connection(timeout=2.0) as conn:
             revision = await migrations.current(conn)

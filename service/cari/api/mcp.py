@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from litestar import Litestar, asgi
 from litestar.types import Receive, Scope, Send
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from cari.api.auth import require_api_key
 from cari.api.consistency import READS_ONLY
+from cari.api.state import app_state
 
 
 # Its tools only read: its responses carry no consistency token.
 @asgi("/mcp", guards=[require_api_key], copy_scope=True, opt=READS_ONLY)
 async def mcp(scope: Scope, receive: Receive, send: Send) -> None:
-    sessions: StreamableHTTPSessionManager = Litestar.from_scope(scope).state.mcp
+    sessions = app_state(Litestar.from_scope(scope)).mcp
     await sessions.handle_request(scope, receive, send)  # type: ignore[arg-type]

@@ -3,8 +3,8 @@
 Litestar's Prometheus middleware counts and times requests per route template (not the raw
 path: the series stay bounded), method and status: `cari_requests_total`,
 `cari_request_duration_seconds`, `cari_requests_in_progress`, `cari_requests_error_total`. They
-share prometheus_client's registry with Cari's own metrics (`cari.metrics`), and the plugin's
-controller renders it.
+share prometheus_client's registry with Cari's own metrics (`cari.observability.metrics`), and
+the plugin's controller renders it.
 """
 
 from __future__ import annotations

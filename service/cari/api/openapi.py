@@ -23,9 +23,9 @@ from litestar.params import Parameter
 from litestar.plugins import OpenAPISchemaPlugin
 from litestar.typing import FieldDefinition
 
-from cari.answer.service import EVENTS
 from cari.api import problems
-from cari.replicas import HEADER, TOKEN_PATTERN
+from cari.schema.answer import EVENTS
+from cari.schema.consistency import HEADER, TOKEN_PATTERN
 
 if TYPE_CHECKING:
     from litestar._openapi.schema_generation import SchemaCreator

@@ -35,7 +35,7 @@ from litestar.plugins.problem_details import ProblemDetailsException
 from litestar.types import ExceptionHandlersMap
 from psycopg_pool import PoolTimeout
 
-from cari import db
+from cari.db import database as db
 from cari.errors import CariError, InvalidBody, InvalidInput
 
 log = logging.getLogger(__name__)

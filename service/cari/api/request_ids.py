@@ -1,5 +1,5 @@
 """X-Request-ID: the caller's id when it is a sane one, else a new one; echoed on every
-response and carried by every log line of the request (`cari.logs.request_id`).
+response and carried by every log line of the request (`cari.observability.logs.request_id`).
 
 Two pieces, because Litestar runs middleware only for requests that match a route: the
 middleware sets the id for the log lines of a routed request, from before its guards run to
@@ -18,7 +18,7 @@ from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from cari import logs
+from cari.observability import logs
 
 HEADER = "X-Request-ID"
 # An id from a proxy or a client goes into logs and back into a header: a bounded length and

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from litestar import post
-from litestar.datastructures import State
 from litestar.openapi.spec import Example
 from litestar.params import Body
 
 from cari.api.consistency import READS_ONLY, ConsistencyToken, token
 from cari.api.openapi import CollectionName, V1Operation
 from cari.api.problems import responses
-from cari.search.engine import Searcher, SearchRequest, SearchResponse
+from cari.api.state import AppState
+from cari.schema.search import SearchRequest, SearchResponse
 
 QUESTION = Example(
     summary="A question",
@@ -47,10 +47,10 @@ QUESTION = Example(
     opt=READS_ONLY,
 )
 async def search(
-    state: State,
+    state: AppState,
     collection: CollectionName,
     data: Annotated[SearchRequest, Body(examples=[QUESTION])],
     consistency: ConsistencyToken = None,
 ) -> SearchResponse:
-    searcher: Searcher = state.searcher
+    searcher = state.runtime.searcher
     return await searcher.search(collection, data, token=token(consistency))

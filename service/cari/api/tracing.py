@@ -1,4 +1,4 @@
-"""A server span per HTTP request, when the process sends traces (`cari.tracing`).
+"""A server span per HTTP request, when the process sends traces (`cari.observability.tracing`).
 
 Litestar's OpenTelemetry plugin (OpenTelemetry's ASGI instrumentation) wraps the whole app, so
 it starts the span before routing: the span is named by the method alone, which is what
@@ -20,8 +20,8 @@ from litestar.middleware import ASGIMiddleware
 from litestar.plugins import PluginProtocol
 from litestar.types import ASGIApp, HTTPScope, Receive, Scope, Send
 
-from cari import tracing
 from cari.api.request_ids import request_id
+from cari.observability import tracing
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span

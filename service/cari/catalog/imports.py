@@ -22,8 +22,8 @@ from typing import Any, Generic, Literal, TypeVar
 import msgspec
 
 from cari.catalog import store
-from cari.catalog.store import CatalogItemIn, FinancingRateIn
 from cari.errors import InvalidInput
+from cari.schema.catalog import CatalogItemIn, FinancingRateIn
 
 Format = Literal["csv", "jsonl"]
 T = TypeVar("T")

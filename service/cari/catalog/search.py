@@ -14,9 +14,10 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from cari.catalog.store import CatalogItem, FinancingRate, financing_rates
-from cari.queries import query
-from cari.vector_space import Space
+from cari.catalog.store import financing_rates
+from cari.db.queries import query
+from cari.db.vector_space import Space
+from cari.schema.catalog import CatalogItem, FinancingRate
 
 __all__ = ["CatalogHit", "FinancingRate", "financing_rates", "relevance", "search_catalog"]
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 import numpy as np
@@ -19,79 +18,32 @@ from psycopg.rows import kwargs_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from cari.db.queries import query
 from cari.embed import Embedders
 from cari.errors import MISSING_FIELD, UNKNOWN_FIELD, Conflict, InvalidInput, NotFound
 from cari.ingest.store import CollectionRef, collection_ref, embedder_unchanged, json_strings
-from cari.queries import query
+from cari.limits import MAX_TENOR_MONTHS
+from cari.schema.catalog import (
+    CatalogItem,
+    CatalogItemIn,
+    FinancingRate,
+    FinancingRateIn,
+    ItemResult,
+    RateResult,
+    Status,
+)
 
 Conn = psycopg.AsyncConnection[Any]
-Status = Literal["created", "updated"]
 S = TypeVar("S", bound=msgspec.Struct)
 T = TypeVar("T")
 
 MAX_SKU_CHARACTERS = 200
 MAX_PROVIDER_CHARACTERS = 200
-MAX_TENOR_MONTHS = 600
 RATE_TYPES = ("flat", "annuity")
 PRICE_LIMIT = Decimal(10) ** 18  # numeric(20, 2) holds less
 CENT = Decimal("0.01")
 RATE_STEP = Decimal("0.000001")  # numeric(9, 6)
 CURRENCY = re.compile("[A-Z]{3}")  # an ISO 4217 code
-
-
-class CatalogItemIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A product: `attributes` holds its specs ({"engine": "1.5L", "seats": 7})."""
-
-    sku: str
-    name: str
-    variant: str = ""
-    price: Decimal | float | None = None
-    currency: str = "IDR"
-    attributes: dict[str, Any] = msgspec.field(default_factory=dict)
-
-
-class FinancingRateIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """`rate` is yearly interest as a fraction (0.085 = 8.5 %/year); `min_down_payment` the
-    smallest down payment as a fraction of the price."""
-
-    provider: str
-    tenor_months: int
-    rate: Decimal | float
-    rate_type: str
-    min_down_payment: Decimal | float = Decimal(0)
-
-
-class CatalogItem(msgspec.Struct, kw_only=True):
-    sku: str
-    name: str
-    variant: str
-    price: Decimal | None
-    currency: str
-    attributes: dict[str, Any]
-    created_at: datetime
-    updated_at: datetime
-
-
-class FinancingRate(msgspec.Struct, kw_only=True):
-    provider: str
-    tenor_months: int
-    rate: Decimal
-    rate_type: str
-    min_down_payment: Decimal
-    created_at: datetime
-    updated_at: datetime
-
-
-class ItemResult(msgspec.Struct):
-    sku: str
-    status: Status
-
-
-class RateResult(msgspec.Struct):
-    provider: str
-    tenor_months: int
-    rate_type: str
-    status: Status
 
 
 # -- validation ---------------------------------------------------------------------------------

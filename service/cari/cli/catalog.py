@@ -16,9 +16,9 @@ from cari.cli.common import print_table, run, user_errors
 if TYPE_CHECKING:
     from decimal import Decimal
 
-    from cari.catalog import store
     from cari.catalog.imports import Format
     from cari.runtime import Runtime
+    from cari.schema.catalog import CatalogItem, FinancingRate, ItemResult, RateResult
 
 FILES = click.argument(
     "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, allow_dash=True)
@@ -64,7 +64,7 @@ def import_catalog(files: tuple[str, ...], collection: str, fmt: Format | None) 
     loaded = imports.load_catalog(files, fmt)
     _stop_on(loaded.errors)
 
-    async def work(rt: Runtime) -> list[store.ItemResult]:
+    async def work(rt: Runtime) -> list[ItemResult]:
         return await store.import_items(
             rt.pool,
             rt.embedders,
@@ -86,7 +86,7 @@ def import_catalog(files: tuple[str, ...], collection: str, fmt: Format | None) 
 def list_catalog(collection: str, limit: int, offset: int) -> None:
     from cari.catalog import store
 
-    async def work(rt: Runtime) -> list[store.CatalogItem]:
+    async def work(rt: Runtime) -> list[CatalogItem]:
         async with rt.pool.connection() as conn:
             return await store.list_items(conn, collection, limit=limit, offset=offset)
 
@@ -127,7 +127,7 @@ def import_rates(files: tuple[str, ...], collection: str, fmt: Format | None) ->
     loaded = imports.load_rates(files, fmt)
     _stop_on(loaded.errors)
 
-    async def work(rt: Runtime) -> list[store.RateResult]:
+    async def work(rt: Runtime) -> list[RateResult]:
         async with rt.pool.connection() as conn:
             return await store.import_rates(conn, collection, loaded.items)
 
@@ -142,7 +142,7 @@ def import_rates(files: tuple[str, ...], collection: str, fmt: Format | None) ->
 def list_rates(collection: str) -> None:
     from cari.catalog import store
 
-    async def work(rt: Runtime) -> list[store.FinancingRate]:
+    async def work(rt: Runtime) -> list[FinancingRate]:
         async with rt.pool.connection() as conn:
             return await store.list_rates(conn, collection)
 

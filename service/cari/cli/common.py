@@ -18,7 +18,8 @@ import click
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from cari import db, migrations
+from cari.db import database as db
+from cari.db import migrations
 from cari.errors import CariError
 from cari.limits import bounds, choices
 from cari.settings import Settings, load_settings

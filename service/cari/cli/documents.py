@@ -130,7 +130,7 @@ def reembed(collection: str | None, everything: bool, embedder: str | None) -> N
         assert collection is not None
 
         async def move(rt: Runtime) -> int:
-            from cari.ingest.switch import switch_embedder
+            from cari.reembed import switch_embedder
 
             click.echo(f"embedding {collection} with {embedder}…", err=True)
             return await switch_embedder(
@@ -233,6 +233,7 @@ async def _ensure_collection(
     from cari import collection as collections
     from cari.errors import NotFound
     from cari.ingest import store
+    from cari.schema.collections import CollectionCreate
 
     try:
         await store.collection_ref(conn, name)
@@ -242,9 +243,7 @@ async def _ensure_collection(
                 f"collection '{name}' does not exist: add --create (and --language) "
                 "or create it with POST /v1/collections"
             ) from None
-        spec = collections.CollectionCreate(
-            name=name, language=create_language, embedder=create_embedder
-        )
+        spec = CollectionCreate(name=name, language=create_language, embedder=create_embedder)
         await collections.create(conn, spec, config)
 
 

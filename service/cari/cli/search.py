@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from cari.runtime import Runtime
-    from cari.search.engine import SearchResponse, SearchResult
+    from cari.schema.search import SearchResponse, SearchResult
 
 
 # The console's colours: the bands of cari.search.relevance.
@@ -65,8 +65,8 @@ def search(
 ) -> None:
     import msgspec
 
-    from cari import statements
-    from cari.search.engine import SearchRequest
+    from cari.db import statements
+    from cari.schema.search import SearchRequest
 
     request = SearchRequest(
         query=query,
@@ -134,7 +134,7 @@ def ask(
 ) -> None:
     """Print the answer as it is written, then its numbered sources (or the events as JSON
     Lines, one per event)."""
-    from cari.answer.service import AnswerRequest, Citations, Failed, LLMChunk, Metadata
+    from cari.schema.answer import AnswerRequest, Citations, Failed, LLMChunk, Metadata
 
     request = AnswerRequest(query=question, top_k=top_k, threshold=threshold, rerank=not no_rerank)
 
@@ -189,7 +189,7 @@ def _print_results(response: SearchResponse) -> None:
     for warning in response.warnings:
         click.echo(f"warning: {warning}", err=True)
     if response.explain is not None:
-        _print_explain(response.explain)
+        _print_explain(msgspec.to_builtins(response.explain))
 
 
 def _print_explain(explain: dict[str, Any]) -> None:

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import click
 
-from cari import backup, db, embedded, logs, migrations, standby, tracing
 from cari.cli.common import migrated_database, ready_database, run, settings, user_errors
+from cari.db import backup, embedded, migrations, standby
+from cari.db import database as db
 from cari.errors import CariError
+from cari.observability import logs, tracing
 
 log = logging.getLogger(__name__)
 

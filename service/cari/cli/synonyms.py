@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, TextIO
 import click
 
 from cari.cli.common import run, user_errors
+from cari.schema.collections import Synonyms
 
 if TYPE_CHECKING:
     from cari.runtime import Runtime
-    from cari.synonyms import Synonyms
 
 COLLECTION = click.option("-c", "--collection", required=True, help="The collection.")
 
@@ -55,7 +55,7 @@ def set_rules(file: TextIO, collection: str) -> None:
     lines = [line.strip() for line in file.read().splitlines()]
     found = [line for line in lines if line and not line.startswith("#")]
     try:  # the limits the HTTP API applies when it decodes a body
-        wanted = msgspec.convert({"rules": found}, rules.Synonyms)
+        wanted = msgspec.convert({"rules": found}, Synonyms)
     except msgspec.ValidationError as exc:
         raise InvalidInput.from_msgspec(str(exc), "rules") from None
 
@@ -75,7 +75,7 @@ def clear(collection: str) -> None:
 
     async def work(rt: Runtime) -> Synonyms:
         async with rt.pool.connection() as conn:
-            return await rules.replace(conn, collection, rules.Synonyms(rules=[]))
+            return await rules.replace(conn, collection, Synonyms(rules=[]))
 
     run(work)
     click.echo(f"{collection}: 0 rules")

@@ -10,28 +10,9 @@ Each method is one operation of the OpenAPI document, named after it (`searchCol
 are `cari.errors.ClientError` and its subclasses, from the problem-details bodies.
 """
 
-from cari.answer.citations import Citation
-from cari.answer.service import (
-    AnswerRequest,
-    AnswerResponse,
-    Citations,
-    Done,
-    EventData,
-    Failed,
-    LLMChunk,
-    Metadata,
-    SearchComplete,
-    Source,
-)
-from cari.api.answer import Tool
-from cari.api.catalog import CatalogImport, RatesImport
-from cari.api.documents import Deleted, DocumentIn, DocumentSummary, IngestResponse
-from cari.api.health import Health, Readiness
-from cari.catalog.store import CatalogItem, CatalogItemIn, FinancingRate, FinancingRateIn
 from cari.client._async.client import AsyncClient
 from cari.client._sync.client import Client
 from cari.client.routes import Retries
-from cari.collection import Collection, CollectionCreate, CollectionUpdate
 from cari.errors import (
     APIError,
     BadRequestError,
@@ -43,9 +24,32 @@ from cari.errors import (
     UnauthorizedError,
     UnavailableError,
 )
-from cari.ingest.stored import Document
-from cari.search.engine import SearchRequest, SearchResponse, SearchResult
-from cari.synonyms import Synonyms
+from cari.schema.answer import (
+    AnswerRequest,
+    AnswerResponse,
+    Citation,
+    Citations,
+    Done,
+    EventData,
+    Failed,
+    LLMChunk,
+    Metadata,
+    SearchComplete,
+    Source,
+)
+from cari.schema.catalog import (
+    CatalogImport,
+    CatalogItem,
+    CatalogItemIn,
+    FinancingRate,
+    FinancingRateIn,
+    RatesImport,
+)
+from cari.schema.collections import Collection, CollectionCreate, CollectionUpdate, Synonyms
+from cari.schema.documents import Deleted, Document, DocumentIn, DocumentSummary, IngestResponse
+from cari.schema.health import Health, Readiness
+from cari.schema.search import SearchRequest, SearchResponse, SearchResult
+from cari.schema.tool import Tool
 
 __all__ = [
     "APIError",

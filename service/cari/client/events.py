@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 from httpx_sse import ServerSentEvent
 
-from cari.answer.service import EVENTS, EventData
+from cari.schema.answer import EVENTS, EventData
 
 
 def decode(event: ServerSentEvent) -> EventData | None:

@@ -18,19 +18,6 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from cari.answer.service import AnswerRequest, AnswerResponse
-from cari.api.answer import Tool
-from cari.api.catalog import CatalogImport, RatesImport
-from cari.api.documents import (
-    Deleted,
-    DocumentBatch,
-    DocumentIn,
-    DocumentPage,
-    IngestResponse,
-)
-from cari.api.health import Health, Readiness
-from cari.catalog.store import CatalogItem, CatalogItemIn, FinancingRate, FinancingRateIn
-from cari.collection import Collection, CollectionCreate, CollectionUpdate
 from cari.errors import (
     APIError,
     BadRequestError,
@@ -40,10 +27,28 @@ from cari.errors import (
     UnauthorizedError,
     UnavailableError,
 )
-from cari.ingest.stored import Document
 from cari.remote import backoff, retry_after
-from cari.search.engine import SearchRequest, SearchResponse
-from cari.synonyms import Synonyms
+from cari.schema.answer import AnswerRequest, AnswerResponse
+from cari.schema.catalog import (
+    CatalogImport,
+    CatalogItem,
+    CatalogItemIn,
+    FinancingRate,
+    FinancingRateIn,
+    RatesImport,
+)
+from cari.schema.collections import Collection, CollectionCreate, CollectionUpdate, Synonyms
+from cari.schema.documents import (
+    Deleted,
+    Document,
+    DocumentBatch,
+    DocumentIn,
+    DocumentPage,
+    IngestResponse,
+)
+from cari.schema.health import Health, Readiness
+from cari.schema.search import SearchRequest, SearchResponse
+from cari.schema.tool import Tool
 
 T = TypeVar("T")
 

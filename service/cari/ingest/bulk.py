@@ -14,20 +14,20 @@ import anyio.abc
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from cari import db
+from cari.db import database as db
+from cari.db.migrations import (
+    maintenance_options,
+    vector_index_drop_concurrently,
+    vector_index_repair,
+)
+from cari.db.queries import query
+from cari.db.vector_space import Space, space
 from cari.errors import CariError
 from cari.ingest import files, store
 from cari.ingest.files import Failure, Source
 from cari.ingest.pipeline import Ingestor
 from cari.ingest.store import NewDocument
-from cari.migrations import (
-    maintenance_options,
-    vector_index_drop_concurrently,
-    vector_index_repair,
-)
-from cari.queries import query
 from cari.settings import Settings
-from cari.vector_space import Space, space
 
 log = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ from typing import Any
 from pypdf import PdfReader
 
 from cari.errors import InvalidInput
+from cari.limits import LANGUAGE_NAME_PATTERN
 
 FORMATS: tuple[str, ...] = ("text", "markdown", "html", "jsonl", "pdf")
 _MAX_ID_LENGTH = 512
@@ -297,7 +298,7 @@ def _record_text(record: dict[str, Any]) -> str:
     return text
 
 
-LANGUAGE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+LANGUAGE_NAME = re.compile(LANGUAGE_NAME_PATTERN)
 
 
 def _record_language(record: dict[str, Any]) -> str | None:

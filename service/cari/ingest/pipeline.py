@@ -14,13 +14,13 @@ import numpy as np
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from cari import metrics
+from cari.db.queries import query
 from cari.embed import Embedder, Embedders
 from cari.errors import EmbedderUnavailable
 from cari.ingest import store
 from cari.ingest.chunking import Chunk, TokenCounter, chunk_document
 from cari.ingest.store import CollectionRef, NewDocument, Status
-from cari.queries import query
+from cari.observability import metrics
 from cari.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -17,10 +17,10 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from cari.collection import unknown_language
+from cari.db.queries import query
 from cari.errors import InvalidInput, NotFound
 from cari.ingest.chunking import Chunk
 from cari.ingest.formats import Section
-from cari.queries import query
 
 Conn = psycopg.AsyncConnection[Any]
 Status = Literal["created", "updated", "unchanged"]

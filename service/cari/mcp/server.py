@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 from psycopg_pool import PoolTimeout
 
 import cari
-from cari import db
+from cari.db import database as db
 from cari.errors import CariError
 from cari.mcp import tools
 from cari.runtime import Runtime

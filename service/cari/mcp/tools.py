@@ -17,14 +17,15 @@ from typing import Any
 import msgspec
 
 from cari import collection as collections
-from cari.answer.service import AnswerRequest, AnswerResponse
-from cari.collection import Collection
+from cari.db.replicas import Node
 from cari.errors import InvalidInput
 from cari.ingest import stored
 from cari.limits import DocumentId
-from cari.replicas import Node
 from cari.runtime import Runtime
-from cari.search.engine import SearchRequest, SearchResponse
+from cari.schema.answer import AnswerRequest, AnswerResponse
+from cari.schema.collections import Collection, Name
+from cari.schema.documents import Document
+from cari.schema.search import SearchRequest, SearchResponse
 from cari.search.tool import arguments
 
 
@@ -59,8 +60,8 @@ async def _list_collections(rt: Runtime, _collection: str, _request: NoArguments
     return await rt.reads.run(None, listed)  # on a read replica, if there is one
 
 
-async def _get_document(rt: Runtime, collection: str, request: GetDocument) -> stored.Document:
-    async def read(node: Node) -> stored.Document:
+async def _get_document(rt: Runtime, collection: str, request: GetDocument) -> Document:
+    async def read(node: Node) -> Document:
         async with node.pool.connection() as conn:
             return await stored.read(conn, collection, request.document_id)
 
@@ -130,7 +131,7 @@ TOOLS = {
             "Read a document of a Cari collection by its id (a search result's "
             "`document_id`): its title, source, metadata and text, chunk by chunk in order.",
             GetDocument,
-            stored.Document,
+            Document,
             _get_document,
         ),
     )
@@ -156,7 +157,7 @@ def input_schema(tool: Tool) -> dict[str, Any]:
     fields, required = arguments(tool.request)
     properties: dict[str, dict[str, Any]] = {}
     if tool.collection:
-        properties["collection"] = msgspec.json.schema(collections.Name)
+        properties["collection"] = msgspec.json.schema(Name)
         required = ("collection", *required)
     properties.update({k: v for k, v in fields.items() if k not in tool.omit})
     return {
@@ -189,7 +190,7 @@ async def call(rt: Runtime, tool: Tool, given: dict[str, Any]) -> msgspec.Struct
     if tool.collection:
         if "collection" not in values:
             raise InvalidInput("collection", "is required")
-        collection = _convert(values.pop("collection"), collections.Name, "collection")
+        collection = _convert(values.pop("collection"), Name, "collection")
     return await tool.run(rt, collection, _convert(values, tool.request, "arguments"))
 
 

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
 
-MAX_TENOR_MONTHS = 600
+from cari.limits import MAX_TENOR_MONTHS
 
 
 @dataclass(frozen=True, slots=True)

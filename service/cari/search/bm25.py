@@ -17,7 +17,7 @@ from typing import Any, Literal
 import psycopg
 from psycopg import sql
 
-from cari.queries import query
+from cari.db.queries import query
 from cari.search.fusion import Candidate
 
 Engine = Literal["sql", "cari_bm25"]

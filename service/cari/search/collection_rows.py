@@ -18,13 +18,14 @@ trigger on every change to the table, whoever makes it: another server, the CLI,
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import anyio
 import psycopg
+from psycopg.rows import kwargs_row
 from psycopg_pool import AsyncConnectionPool
 
-from cari.queries import query
+from cari.db.queries import query
+from cari.search.plan import SearchCollection
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class CollectionRows:
     def __init__(self, primary: AsyncConnectionPool, dsn: str) -> None:
         self._primary = primary
         self._dsn = dsn  # the primary's, for the listening connection
-        self._rows: dict[str, tuple[Any, ...]] = {}
+        self._rows: dict[str, SearchCollection] = {}
         self._listening = False
         self._changes = 0  # announcements heard and listens begun: a read spanning one is not kept
 
@@ -45,7 +46,7 @@ class CollectionRows:
         """Whether announcements are heard, so rows are kept."""
         return self._listening
 
-    async def get(self, pool: AsyncConnectionPool, name: str) -> tuple[Any, ...] | None:
+    async def get(self, pool: AsyncConnectionPool, name: str) -> SearchCollection | None:
         """`collection_for_search`'s row for `name` on `pool`, the search's server (None: no
         such collection there)."""
         if pool is not self._primary or not self._listening:
@@ -93,7 +94,8 @@ class CollectionRows:
         self._rows.clear()
 
 
-async def _read(pool: AsyncConnectionPool, name: str) -> tuple[Any, ...] | None:
-    async with pool.connection() as conn:
-        cur = await conn.execute(query("collection_for_search"), {"name": name})
+async def _read(pool: AsyncConnectionPool, name: str) -> SearchCollection | None:
+    rows = kwargs_row(SearchCollection)
+    async with pool.connection() as conn, conn.cursor(row_factory=rows) as cur:
+        await cur.execute(query("collection_for_search"), {"name": name})
         return await cur.fetchone()

@@ -44,7 +44,7 @@ from typing import Any, Protocol
 
 import psycopg
 
-from cari.queries import query as named_query
+from cari.db.queries import query as named_query
 
 MAX_PARTS = 5
 _BARE_MAX_QUERY_WORDS = 7

@@ -12,6 +12,9 @@ Shared by the HTTP API and the CLI. For one question:
    structured sources its words or meaning ask for.
 3. Merge: the sub-queries' lists are interleaved rank by rank, so every sub-topic is in the
    top k; then the structured sources (`structured`: catalog items, installments) come first.
+
+What the search will do is `plan` (the request resolved against the collection's defaults);
+how it went, when asked, is `explain`; the wire types are `cari.schema.search`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ import asyncio
 import time
 from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import msgspec
 import numpy as np
@@ -29,7 +32,11 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from cari import metrics, synonyms, tracing, typos
+from cari import synonyms, typos
+from cari.db.keyword_engine import KeywordEngine
+from cari.db.queries import query
+from cari.db.replicas import Node, Reads
+from cari.db.vector_space import Space, space
 from cari.embed import Embedders
 from cari.errors import (
     EmbedderBusy,
@@ -38,127 +45,27 @@ from cari.errors import (
     NotFound,
     RerankUnavailable,
 )
-from cari.keyword_engine import KeywordEngine
-from cari.limits import (
-    Band,
-    Candidates,
-    EfSearch,
-    Method,
-    Mode,
-    QueryText,
-    RrfK,
-    Threshold,
-    TopK,
-    Weight,
-)
-from cari.queries import query
-from cari.replicas import Node, Reads
+from cari.observability import metrics, tracing
+from cari.schema.search import Explain, RetrieverHit, SearchRequest, SearchResponse, SearchResult
 from cari.search import bm25, highlights, relevance, structured
 from cari.search import intent as intents
 from cari.search.collection_rows import CollectionRows
 from cari.search.decompose import CollectionVocabulary, Decomposition, decompose, propose
+from cari.search.explain import explain
 from cari.search.filters import compile_filters
 from cari.search.fusion import Candidate, Fused, fuse
+from cari.search.plan import Analysis, Part, Plan, SearchCollection
+from cari.search.plan import plan as resolve
 from cari.search.query_vectors import QueryVectors
 from cari.search.rerank import Reranker
-from cari.search.router import Keywords, Router, Routing
+from cari.search.router import Keywords, Router
 from cari.settings import Settings
-from cari.vector_space import Space, space
 
-Kind = Literal["chunk", "catalog", "financing"]
 # Of a search's embedding budget, what is kept for the work after the embedding wait when it
 # gives up (fusion, relevance, the chunks' fetch and highlights: 10-40 ms measured at 100k
 # chunks on 2 busy cores), so that a degraded hybrid search still answers within the budget.
 ANSWER_RESERVE_S = 0.15
 T = TypeVar("T")
-EVIDENCE_DEPTH = 10  # fused chunks weighed per sub-query, at least: room for the threshold
-
-
-class SearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A search; unset fields take the collection's (or the server's) defaults."""
-
-    query: QueryText
-    mode: Mode | None = None
-    fusion: Method | None = None
-    top_k: TopK | None = None
-    threshold: Threshold | None = None
-    candidates: Candidates | None = None
-    ef_search: EfSearch | None = None
-    vector_weight: Weight | None = None
-    keyword_weight: Weight | None = None
-    rrf_k: RrfK | None = None
-    filters: dict[str, Any] | None = None
-    decompose: bool = True
-    structured: bool = True
-    rerank: bool = False  # reorder the fused chunks with the configured reranker
-    explain: bool = False
-
-
-class RetrieverHit(msgspec.Struct):
-    rank: int
-    score: float
-
-
-class SearchResult(msgspec.Struct, kw_only=True):
-    """A source: a document chunk, a catalog item, or installments computed for a product."""
-
-    id: str  # "chunk:<id>", "catalog:<sku>", "financing:<sku>": what an answer cites
-    kind: Kind
-    title: str
-    content: str
-    metadata: dict[str, Any]
-    score: float  # chunks: the fused score; structured sources: their relevance
-    relevance: float  # 0..1, absolute (cari.search.relevance)
-    band: Band  # strong (relevance 0.5 and above), moderate (0.3 and above), weak
-    retrievers: dict[str, RetrieverHit]
-    chunk_id: int | None = None
-    document_id: str | None = None
-    source: str | None = None  # chunks: their document's `source` (a file, "faq", ...)
-    # Chunks: the passage around the query's words, HTML with the matches in <mark> (the start
-    # of the content when no word matches; cari.search.highlights). Others: None.
-    highlight: str | None = None
-
-
-class SearchResponse(msgspec.Struct):
-    query: str
-    mode: Mode
-    intent: str
-    intents: list[str]
-    sub_queries: list[str]
-    results: list[SearchResult]
-    degraded: list[str]
-    warnings: list[str]
-    explain: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Collection:
-    id: int
-    search_mode: Mode
-    fusion: Method
-    vector_weight: float
-    keyword_weight: float
-    rrf_k: int
-    top_k: int
-    threshold: float  # answers'
-    search_threshold: float | None  # searches': None, no cut
-    pricing_keywords: list[str]
-    financing_keywords: list[str]
-    embedder: str | None  # None: the default one
-    # Its relevance scale: set for it (wins), fitted to it (cari.search.fit; None when absent
-    # or fitted for another embedder), else the embedder's.
-    set_floor: float | None
-    set_ceiling: float | None
-    fit_floor: float | None
-    fit_ceiling: float | None
-
-    def scale(self, configured: relevance.Scale) -> tuple[relevance.Scale, str]:
-        """Its relevance scale and where it comes from: "collection", "fit" or "settings"."""
-        if self.set_floor is not None and self.set_ceiling is not None:
-            return relevance.Scale(self.set_floor, self.set_ceiling), "collection"
-        if self.fit_floor is not None and self.fit_ceiling is not None:
-            return relevance.Scale(self.fit_floor, self.fit_ceiling), "fit"
-        return configured, "settings"
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,42 +76,6 @@ class _Model:
     router: Router
     space: Space
     scale: relevance.Scale  # its cosines as relevance
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """The request resolved against the collection's and the server's defaults."""
-
-    mode: Mode
-    method: Method
-    weights: dict[str, float]
-    rrf_k: int
-    top_k: int
-    threshold: float | None  # None: no cut, the top k ranked
-    candidates: int
-    ef_search: int
-    depth: int  # fused chunks whose relevance is weighed, per sub-query
-
-
-@dataclass(slots=True)
-class _Part:
-    """One sub-query's retrieval."""
-
-    text: str
-    kept: list[Fused] = field(default_factory=list)
-    scored: dict[int, float] = field(default_factory=dict)  # chunk -> relevance
-    evidence: dict[int, relevance.Evidence] = field(default_factory=dict)
-    dropped: list[Fused] = field(default_factory=list)
-    lists: dict[str, list[Candidate]] = field(default_factory=dict)
-    vector: np.ndarray | None = None
-    space: Space | None = None  # the vector's
-    scale: relevance.Scale | None = None  # how its evidence was weighed
-    scale_source: str = "settings"  # where that scale comes from (_Collection.scale)
-    cached: bool = False
-    applied_ef: str | None = None
-    postings_read: int | None = None
-    routing: Routing | None = None
-    timings: dict[str, float] = field(default_factory=dict)
 
 
 class Searcher:
@@ -248,7 +119,7 @@ class Searcher:
         self, collection_name: str, request: SearchRequest, *, token: int | None = None
     ) -> SearchResponse:
         """Search on a read replica (one that has replayed `token`, a write's consistency
-        token, when given) or the primary (`cari.replicas`)."""
+        token, when given) or the primary (`cari.db.replicas`)."""
         return await self.reads.run(
             token, lambda node: self.search_on(node, collection_name, request)
         )
@@ -260,137 +131,146 @@ class Searcher:
         started = time.perf_counter()
         began = time.monotonic()  # the embedding wait's deadline is counted from here
         pool = node.pool
-        # PostgreSQL text cannot hold NUL; it carries no meaning in a query anyway.
-        text = request.query.replace("\x00", " ").strip()
-        if not text:
-            raise InvalidInput("query", "is empty")
-        filters, filter_params = compile_filters(request.filters)
+        text = _query_text(request)
+        filters = compile_filters(request.filters)
         collection = await self._collection(pool, collection_name)
         exact = intents.detect(text)
         warnings: list[str] = []
-        rerank = request.rerank and self.reranker is not None
-        if request.rerank and not rerank:
-            warnings.append("no reranker is configured (CARI_RERANK_BASE_URL): fused order kept")
+        rerank = self._reranks(request, warnings)
         top_k = request.top_k or collection.top_k
         # The reranker reorders more fused chunks than are returned: that is its use.
         retrieved = max(top_k, self.settings.rerank_candidates) if rerank else top_k
-        plan = self._plan(request, collection, retrieved, boosted=bool(exact.exact_tokens))
+        boosted = bool(exact.exact_tokens)
+        plan = resolve(request, collection, self.settings, retrieved, boosted=boosted)
         timings: dict[str, float] = {}
-        if request.decompose:
-            decomposition = await _timed(
-                timings, "decompose", self._decompose(pool, text, collection)
-            )
-        else:
-            decomposition = Decomposition((text,), None, None)
-        params = {**filter_params, "collection_id": collection.id, "candidates": plan.candidates}
-        keywords = Keywords(collection.pricing_keywords, collection.financing_keywords)
-        degraded: list[str] = []
-        parts = [_Part(part) for part in decomposition.parts]
-        await asyncio.gather(
-            *(
-                self._retrieve(
-                    pool, part, collection, plan, filters, params, keywords, degraded, began
-                )
-                for part in parts
-            )
-        )
+        decomposition = await self._decomposition(pool, text, collection, request, timings)
+        asked = Analysis(text, exact, decomposition)
+        parts = [Part(part) for part in decomposition.parts]
+        degraded = await self._retrieve_parts(pool, parts, collection, plan, filters, began)
         if degraded:
             warnings.append(f"vector search skipped, keyword results only: {degraded[0]}")
             degraded = ["vector"]
-        for part in parts:  # stages ran side by side: each takes as long as its slowest part
-            for stage, ms in part.timings.items():
-                timings[stage] = max(timings.get(stage, 0.0), ms)
+        _slowest(parts, timings)
 
         merged = _interleave([part.kept for part in parts], plan.top_k)
         chunks = await _timed(timings, "fetch", self._chunk_results(pool, text, merged, parts))
         if rerank and chunks:
             chunks = await _timed(timings, "rerank", self._rerank(text, chunks, top_k, warnings))
         del chunks[top_k:]
-        routes = _union_routes(parts)
-        sources: list[SearchResult] = []
-        structured_explain: dict[str, Any] = {}
-        if request.structured and set(routes) - {"knowledge"}:
+        found = structured.Found([], {})
+        if request.structured and set(_union_routes(parts)) - {"knowledge"}:
             found = await _timed(
-                timings,
-                "structured",
-                structured.sources(
-                    pool,
-                    collection.id,
-                    text,
-                    [(p.text, p.vector, p.routing) for p in parts if p.routing is not None],
-                    next((p.space for p in parts if p.space is not None), None),
-                    # A product comes first only when named clearly enough for an answer.
-                    collection.threshold if plan.threshold is None else plan.threshold,
-                    top_k,
-                ),
+                timings, "structured", self._structured(pool, collection, plan, text, parts, top_k)
             )
-            sources = [_structured_result(s) for s in found.sources]
-            structured_explain = found.explain
         timings["total"] = (time.perf_counter() - started) * 1000
         metrics.observe_search(plan.mode, timings, degraded)
-
-        explain = None
-        if request.explain:
-            explain = self._explain(
-                node,
-                request,
-                plan,
-                exact,
-                decomposition,
-                parts,
-                routes,
-                structured_explain,
-                timings,
-            )
-            async with pool.connection() as conn:
-                explain["synonyms"] = await synonyms.fired(conn, collection.id, text)
-                explain["corrections"] = await typos.corrections(conn, collection.id, text)
         return SearchResponse(
             query=request.query,
             mode=plan.mode,
             intent=exact.name,
-            intents=list(routes),
+            intents=list(_union_routes(parts)),
             sub_queries=list(decomposition.parts),
-            results=[*sources, *chunks],
+            results=[*(_structured_result(s) for s in found.sources), *chunks],
             degraded=degraded,
             warnings=warnings,
-            explain=explain,
+            explain=(
+                await self._explain(node, collection, request, asked, plan, parts, found, timings)
+                if request.explain
+                else None
+            ),
         )
 
-    def _plan(
-        self, request: SearchRequest, collection: _Collection, top_k: int, *, boosted: bool
-    ) -> _Plan:
-        base = {
-            "keyword": _pick(request.keyword_weight, collection.keyword_weight),
-            "vector": _pick(request.vector_weight, collection.vector_weight),
-        }
-        boost = (
-            {
-                "keyword": self.settings.intent_keyword_boost,
-                "vector": self.settings.intent_vector_boost,
-            }
-            if boosted
-            else {"keyword": 1.0, "vector": 1.0}
+    def _reranks(self, request: SearchRequest, warnings: list[str]) -> bool:
+        """Whether the fused chunks are reranked: asked, and a reranker is configured."""
+        if request.rerank and self.reranker is None:
+            warnings.append("no reranker is configured (CARI_RERANK_BASE_URL): fused order kept")
+        return request.rerank and self.reranker is not None
+
+    async def _decomposition(
+        self,
+        pool: AsyncConnectionPool,
+        text: str,
+        collection: SearchCollection,
+        request: SearchRequest,
+        timings: dict[str, float],
+    ) -> Decomposition:
+        if not request.decompose:
+            return Decomposition((text,), None, None)
+        return await _timed(timings, "decompose", self._decompose(pool, text, collection))
+
+    async def _retrieve_parts(
+        self,
+        pool: AsyncConnectionPool,
+        parts: Sequence[Part],
+        collection: SearchCollection,
+        plan: Plan,
+        filters: tuple[sql.Composable, dict[str, Any]],
+        began: float,
+    ) -> list[str]:
+        """Retrieve every sub-query's part side by side; the reasons vector search was skipped
+        (hybrid searches fall back to keywords when the embedder fails)."""
+        fragment, filter_params = filters
+        params = {**filter_params, "collection_id": collection.id, "candidates": plan.candidates}
+        keywords = Keywords(collection.pricing_keywords, collection.financing_keywords)
+        degraded: list[str] = []
+        await asyncio.gather(
+            *(
+                self._retrieve(
+                    pool, part, collection, plan, fragment, params, keywords, degraded, began
+                )
+                for part in parts
+            )
         )
-        mode: Mode = request.mode or collection.search_mode
-        depth = max(2 * top_k, EVIDENCE_DEPTH)
-        candidates = request.candidates or self.settings.search_candidates
-        if mode != "hybrid":
-            # A lone list is returned as it comes: candidates past those weighed are not used.
-            candidates = min(candidates, depth)
-        return _Plan(
-            mode=mode,
-            method=request.fusion or collection.fusion,
-            weights={name: base[name] * boost[name] for name in base},
-            rrf_k=request.rrf_k or collection.rrf_k,
-            top_k=top_k,
-            threshold=(
-                collection.search_threshold if request.threshold is None else request.threshold
-            ),
-            candidates=candidates,
-            ef_search=request.ef_search or self.settings.hnsw_ef_search,
-            depth=depth,
+        return degraded
+
+    async def _structured(
+        self,
+        pool: AsyncConnectionPool,
+        collection: SearchCollection,
+        plan: Plan,
+        text: str,
+        parts: Sequence[Part],
+        top_k: int,
+    ) -> structured.Found:
+        return await structured.sources(
+            pool,
+            collection.id,
+            text,
+            [(p.text, p.vector, p.routing) for p in parts if p.routing is not None],
+            next((p.space for p in parts if p.space is not None), None),
+            # A product comes first only when named clearly enough for an answer.
+            collection.threshold if plan.threshold is None else plan.threshold,
+            top_k,
         )
+
+    async def _explain(
+        self,
+        node: Node,
+        collection: SearchCollection,
+        request: SearchRequest,
+        asked: Analysis,
+        plan: Plan,
+        parts: Sequence[Part],
+        found: structured.Found,
+        timings: dict[str, float],
+    ) -> Explain:
+        explained = explain(
+            served_by=node.name,
+            request=request,
+            plan=plan,
+            exact=asked.exact,
+            decomposition=asked.decomposition,
+            parts=parts,
+            routes=_union_routes(parts),
+            structured=found.explain,
+            timings=timings,
+            keyword_engine=str(self.keyword_engine.known or "unknown"),
+            default_scale=self._models[None].scale,
+        )
+        async with node.pool.connection() as conn:
+            explained.synonyms = await synonyms.fired(conn, collection.id, asked.text)
+            explained.corrections = await typos.corrections(conn, collection.id, asked.text)
+        return explained
 
     async def _rerank(
         self, question: str, chunks: list[SearchResult], top_k: int, warnings: list[str]
@@ -412,7 +292,7 @@ class Searcher:
         return reranked
 
     async def _decompose(
-        self, pool: AsyncConnectionPool, text: str, collection: _Collection
+        self, pool: AsyncConnectionPool, text: str, collection: SearchCollection
     ) -> Decomposition:
         if propose(text) is None:  # nothing to split: no database round trip
             return Decomposition((text,), None, None)
@@ -422,9 +302,9 @@ class Searcher:
     async def _retrieve(
         self,
         pool: AsyncConnectionPool,
-        part: _Part,
-        collection: _Collection,
-        plan: _Plan,
+        part: Part,
+        collection: SearchCollection,
+        plan: Plan,
         filters: sql.Composable,
         params: dict[str, Any],
         keywords: Keywords,
@@ -502,17 +382,17 @@ class Searcher:
             part.timings, "route", model.router.route(part.text, part.vector, keywords)
         )
 
-    async def _collection(self, pool: AsyncConnectionPool, name: str) -> _Collection:
-        row = await self.collections.get(pool, name)
-        if row is None:
+    async def _collection(self, pool: AsyncConnectionPool, name: str) -> SearchCollection:
+        found = await self.collections.get(pool, name)
+        if found is None:
             raise NotFound(f"collection '{name}' does not exist")
-        return _Collection(*row)
+        return found
 
     async def _keyword(
         self,
         pool: AsyncConnectionPool,
         text: str,
-        collection: _Collection,
+        collection: SearchCollection,
         filters: sql.Composable,
         params: dict[str, Any],
     ) -> bm25.KeywordResult:
@@ -557,7 +437,7 @@ class Searcher:
         pool: AsyncConnectionPool,
         text: str,
         merged: list[tuple[Fused, int]],
-        parts: Sequence[_Part],
+        parts: Sequence[Part],
     ) -> list[SearchResult]:
         if not merged:
             return []
@@ -589,85 +469,21 @@ class Searcher:
             )
         return results
 
-    def _explain(
-        self,
-        node: Node,
-        request: SearchRequest,
-        plan: _Plan,
-        exact: intents.Intent,
-        decomposition: Decomposition,
-        parts: Sequence[_Part],
-        routes: dict[str, list[str]],
-        structured_explain: dict[str, Any],
-        timings: dict[str, float],
-    ) -> dict[str, Any]:
-        first = parts[0]
-        embedded = [p for p in parts if p.vector is not None]
-        scale = first.scale or self._models[None].scale
-        return {
-            "served_by": node.name,  # primary, or the replica (cari.replicas)
-            "mode": plan.mode,
-            "intent": {
-                "name": exact.name,
-                "exact_tokens": [{"text": t.text, "kind": t.kind} for t in exact.exact_tokens],
-            },
-            "decomposition": {
-                "sub_queries": list(decomposition.parts),
-                "pattern": decomposition.pattern,
-                "kept_whole_because": decomposition.reason,
-            },
-            "intents": routes,
-            "fusion": plan.method,
-            "weights": plan.weights,
-            "rrf_k": plan.rrf_k,
-            "top_k": plan.top_k,
-            "threshold": plan.threshold,
-            "relevance_scale": {
-                "cosine_floor": scale.cosine_floor,
-                "cosine_ceiling": scale.cosine_ceiling,
-                "source": first.scale_source,
-            },
-            "candidates": {"requested": plan.candidates},
-            "keyword_engine": str(self.keyword_engine.known or "unknown"),
-            "ef_search": {"requested": plan.ef_search, "applied": first.applied_ef},
-            "query_vector_cached": bool(embedded) and all(p.cached for p in embedded),
-            "filters": request.filters or {},
-            "sub_queries": [self._explain_part(p, plan) for p in parts],
-            "structured": structured_explain,
-            "timings_ms": {k: round(v, 3) for k, v in timings.items()},
-        }
 
-    def _explain_part(self, part: _Part, plan: _Plan) -> dict[str, Any]:
-        scale = part.scale or self._models[None].scale
+def _query_text(request: SearchRequest) -> str:
+    # PostgreSQL text cannot hold NUL; it carries no meaning in a query anyway.
+    text = request.query.replace("\x00", " ").strip()
+    if not text:
+        raise InvalidInput("query", "is empty")
+    return text
 
-        def weighed(fused: Fused) -> dict[str, Any]:
-            found = part.evidence[fused.chunk_id]
-            score = round(part.scored[fused.chunk_id], 4)
-            return {
-                "id": f"chunk:{fused.chunk_id}",
-                "relevance": score,
-                "band": relevance.band(score),
-                "cosine": None if found.cosine is None else round(found.cosine, 4),
-                "dense": round(scale.dense(found.cosine), 4),
-                "coverage": round(found.coverage, 4),
-                "lexical": round(relevance.lexical(found.coverage), 4),
-            }
 
-        threshold = plan.threshold or 0.0  # no threshold drops nothing
-        if part.kept:
-            reason = f"relevance below {threshold * relevance.SUPPORT:g}, half the threshold"
-        else:
-            reason = f"no chunk reaches the threshold {threshold:g}: off-topic here"
-        return {
-            "query": part.text,
-            "candidates": {name: len(found) for name, found in part.lists.items()},
-            "keyword_postings_read": part.postings_read,
-            "query_vector_cached": part.cached,
-            "intents": {} if part.routing is None else part.routing.evidence,
-            "kept": [weighed(f) for f in part.kept],
-            "dropped": [{**weighed(f), "reason": reason} for f in part.dropped],
-            "timings_ms": {k: round(v, 3) for k, v in part.timings.items()},
-        }
+def _slowest(parts: Sequence[Part], timings: dict[str, float]) -> None:
+    """The parts' stages into `timings`: they ran side by side, so each stage takes as long as
+    its slowest part."""
+    for part in parts:
+        for stage, ms in part.timings.items():
+            timings[stage] = max(timings.get(stage, 0.0), ms)
 
 
 def _interleave(lists: Sequence[list[Fused]], top_k: int) -> list[tuple[Fused, int]]:
@@ -683,7 +499,7 @@ def _interleave(lists: Sequence[list[Fused]], top_k: int) -> list[tuple[Fused, i
     return merged[:top_k]
 
 
-def _union_routes(parts: Sequence[_Part]) -> dict[str, list[str]]:
+def _union_routes(parts: Sequence[Part]) -> dict[str, list[str]]:
     """Intent -> the evidence from each sub-query that routed to it."""
     routes: dict[str, list[str]] = {}
     for part in parts:
@@ -705,10 +521,6 @@ def _structured_result(source: structured.Source) -> SearchResult:
         band=relevance.band(round(source.relevance, 4)),
         retrievers={n: RetrieverHit(r, s) for n, (r, s) in source.ranks.items()},
     )
-
-
-def _pick(requested: float | None, default: float) -> float:
-    return default if requested is None else requested
 
 
 @contextmanager

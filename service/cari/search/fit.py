@@ -52,12 +52,12 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from cari.db.queries import query
+from cari.db.vector_space import space
 from cari.embed import Embedder, Embedders, LocalEmbedder, Vector
 from cari.errors import EmbedderUnavailable, NotFound
-from cari.queries import query
 from cari.search.relevance import Scale
 from cari.settings import Settings
-from cari.vector_space import space
 
 log = logging.getLogger(__name__)
 

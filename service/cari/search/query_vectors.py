@@ -25,9 +25,9 @@ from collections import OrderedDict
 import anyio
 import numpy as np
 
-from cari import metrics
 from cari.embed import Embedder
 from cari.errors import EmbedderBusy, EmbedderUnavailable
+from cari.observability import metrics
 
 BREAKER_FAILURES = 3  # failures in a row that open the breaker
 BREAKER_COOLDOWN_S = 15.0  # how long an open breaker skips the embedder before a probe

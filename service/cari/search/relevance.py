@@ -41,8 +41,8 @@ from typing import Any, Literal
 import numpy as np
 import psycopg
 
+from cari.db.queries import query
 from cari.limits import Band
-from cari.queries import query
 
 Combine = Literal["max", "either"]
 

@@ -25,16 +25,6 @@ from cari.embed import Embedder
 
 Intent = Literal["knowledge", "pricing", "specs", "financing"]
 
-PRICING_KEYWORDS = (
-    "harga", "price", "prices", "berapa", "biaya", "cost", "costs", "tarif", "pricing", "promo",
-    "diskon", "discount", "budget", "kisaran", "sekitar", "how much", "murah", "mahal",
-    "cheap", "expensive",
-)  # fmt: skip
-FINANCING_KEYWORDS = (
-    "cicilan", "angsuran", "kredit", "dp", "tenor", "installment", "installments", "instalment",
-    "down payment", "monthly payment", "bunga", "interest", "leasing", "finance", "financing",
-    "otr", "uang muka", "per bulan", "per month", "nyicil", "loan", "pinjaman", "credit",
-)  # fmt: skip
 SPECS_KEYWORDS = (
     "spesifikasi", "spek", "spec", "specs", "specification", "specifications", "fitur",
     "features", "dimensi", "dimensions",

@@ -23,10 +23,10 @@ import numpy as np
 from psycopg_pool import AsyncConnectionPool
 
 from cari.catalog.search import CatalogHit, FinancingRate, financing_rates, search_catalog
+from cari.db.vector_space import Space
 from cari.search.amounts import FinancingTerms, parse_financing
 from cari.search.installments import RateType, monthly_payment
 from cari.search.router import Routing
-from cari.vector_space import Space
 
 PRODUCT_INTENTS = frozenset({"pricing", "specs", "financing"})
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import msgspec
 
-from cari.collection import Collection
-from cari.search.engine import SearchRequest
+from cari.schema.collections import Collection
+from cari.schema.search import SearchRequest
 
 
 def definition(collection: Collection) -> dict[str, Any]:

@@ -14,26 +14,31 @@ import httpx
 import msgspec
 from httpx_sse import EventSource
 
-from cari import replicas
-from cari.answer.service import AnswerRequest, AnswerResponse, EventData
-from cari.api.answer import Tool
-from cari.api.catalog import CatalogImport, RatesImport
-from cari.api.documents import (
+from cari.client import events, routes
+from cari.client.routes import Call, Retries
+from cari.errors import TransportError
+from cari.schema import consistency
+from cari.schema.answer import AnswerRequest, AnswerResponse, EventData
+from cari.schema.catalog import (
+    CatalogImport,
+    CatalogItem,
+    CatalogItemIn,
+    FinancingRate,
+    FinancingRateIn,
+    RatesImport,
+)
+from cari.schema.collections import Collection, CollectionCreate, CollectionUpdate, Synonyms
+from cari.schema.documents import (
     Deleted,
+    Document,
     DocumentBatch,
     DocumentIn,
     DocumentSummary,
     IngestResponse,
 )
-from cari.api.health import Health, Readiness
-from cari.catalog.store import CatalogItem, CatalogItemIn, FinancingRate, FinancingRateIn
-from cari.client import events, routes
-from cari.client.routes import Call, Retries
-from cari.collection import Collection, CollectionCreate, CollectionUpdate
-from cari.errors import TransportError
-from cari.ingest.stored import Document
-from cari.search.engine import SearchRequest, SearchResponse
-from cari.synonyms import Synonyms
+from cari.schema.health import Health, Readiness
+from cari.schema.search import SearchRequest, SearchResponse
+from cari.schema.tool import Tool
 
 T = TypeVar("T")
 STREAM = {"accept": "text/event-stream"}
@@ -227,7 +232,7 @@ class AsyncClient:
         if token is None:
             return
         newest = self.consistency_token
-        if newest is None or replicas.parse_token(token) > replicas.parse_token(newest):
+        if newest is None or consistency.parse_token(token) > consistency.parse_token(newest):
             self.consistency_token = token
 
     async def _send(self, call: Call[T]) -> T:
@@ -238,7 +243,7 @@ class AsyncClient:
         attempt = 0
         headers = call.headers
         if self.read_your_writes and self.consistency_token is not None:
-            headers = {**headers, replicas.HEADER: self.consistency_token}
+            headers = {**headers, consistency.HEADER: self.consistency_token}
         while True:
             request = self._http.build_request(
                 call.route.method,
@@ -253,7 +258,7 @@ class AsyncClient:
                     await response.aread()  # a problem: small, and what the error is made of
             except httpx.TransportError as exc:
                 raise TransportError(f"{call.route.method} {request.url}: {exc!r}") from exc
-            self._remember(response.headers.get(replicas.HEADER))
+            self._remember(response.headers.get(consistency.HEADER))
             wait = self.retries.wait(response, attempt)
             if wait is None:
                 return response

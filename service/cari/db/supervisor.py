@@ -16,7 +16,7 @@ import anyio
 import anyio.to_thread
 from psycopg_pool import AsyncConnectionPool
 
-from cari import embedded
+from cari.db import embedded
 from cari.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)

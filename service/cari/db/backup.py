@@ -17,7 +17,7 @@ from pathlib import Path
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from cari import embedded, extension
+from cari.db import embedded, extension
 from cari.errors import CariError
 
 

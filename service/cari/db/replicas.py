@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -36,35 +35,18 @@ import anyio
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from cari import metrics
-from cari.errors import InvalidInput, NotFound
-from cari.queries import query
+from cari.db.queries import query
+from cari.errors import NotFound
+from cari.observability import metrics
+from cari.schema.consistency import HEADER, format_token
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-HEADER = "Cari-Consistency-Token"
 PRIMARY = "primary"
 CHECK_INTERVAL_S = 0.5
 CHECK_TIMEOUT_S = 2.0  # a replica that takes longer to answer a check is out
 POLL_S = 0.005  # between looks at the replicas' positions while a token read waits
-# A consistency token: a WAL position as PostgreSQL writes it (the OpenAPI document states it).
-TOKEN_PATTERN = r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$"
-_TOKEN = re.compile(TOKEN_PATTERN)
-
-
-def parse_token(text: str) -> int:
-    """A consistency token (PostgreSQL's text form of a WAL position, `16/B374D848`) as a
-    byte position."""
-    # `match`, as JSON Schema tools read the pattern: `$` also before a final newline.
-    if not _TOKEN.match(text):
-        raise InvalidInput(HEADER, "is not a consistency token from a write's response")
-    high, low = text.rstrip("\n").split("/")
-    return int(high, 16) << 32 | int(low, 16)
-
-
-def format_token(position: int) -> str:
-    return f"{position >> 32:X}/{position & 0xFFFFFFFF:X}"
 
 
 @dataclass(eq=False)

@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 from psycopg_pool import AsyncConnectionPool
 
-from cari.catalog.store import CatalogItemIn, item_text
+from cari.catalog.store import item_text
+from cari.db.queries import query
 from cari.embed import Embedder, Embedders
 from cari.errors import ConfigError, InvalidInput, NotFound
 from cari.ingest import store
-from cari.queries import query
+from cari.schema.catalog import CatalogItemIn
 from cari.settings import Settings
 
 log = logging.getLogger(__name__)

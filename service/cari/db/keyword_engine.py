@@ -2,8 +2,8 @@
 there and the server has its files, else the SQL statement (`sql/search_keyword.sql`, the same
 scores, slower).
 
-`install` runs after the migrations (`cari.migrations.upgrade`): it creates the extension when
-the server has it (the embedded server is given Cari's own build, `cari.extension`; another
+`install` runs after the migrations (`cari.db.migrations.upgrade`): it creates the extension when
+the server has it (the embedded server is given Cari's own build, `cari.db.extension`; another
 server has it when a DBA installed it, docs/operations.md) and updates it when the server has
 another version. Where it cannot, Cari says so once and the SQL statement serves.
 `CARI_KEYWORD_ENGINE=sql` forces the SQL statement: nothing is built or created; where the
@@ -23,8 +23,8 @@ from typing import Any, Literal
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from cari import extension
-from cari.queries import query
+from cari.db import extension
+from cari.db.queries import query
 from cari.settings import Settings
 
 _log = logging.getLogger(__name__)

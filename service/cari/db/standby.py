@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from cari import embedded
+from cari.db import embedded
 from cari.errors import CariError, DatabaseUnavailable
 
 START_TIMEOUT_S = 120  # replaying the WAL written during the copy can take a while

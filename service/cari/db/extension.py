@@ -4,7 +4,7 @@ It is compiled with PGXS against the server's own `pg_config` (the embedded whee
 server's headers and PGXS) into a folder Cari owns, `<data_dir>/ext/<major>-<key>/`:
 `share/extension/` (control and SQL files) and `lib/` (the shared library). The server finds
 them through PostgreSQL 18's `extension_control_path` and `dynamic_library_path`, which
-`cari.embedded` writes to `cari.conf`; nothing is written into the wheel or any other package.
+`cari.db.embedded` writes to `cari.conf`; nothing is written into the wheel or any other package.
 
 Built once: `key` hashes the sources, the server's version and this recipe, so a later start
 finds the folder and builds nothing; a change of any of them builds a new one. Built atomically:
@@ -30,8 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from cari.db.resources import folder
 from cari.errors import Unbuildable
-from cari.resources import folder
 
 NAME = "cari_bm25"
 # Changed when the way it is built changes, so every folder built the old way is rebuilt.

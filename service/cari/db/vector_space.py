@@ -62,7 +62,7 @@ class Space:
         whole collection read by its btree instead of walking the HNSW index (seen in
         tests/test_faults.py after an autovacuum ANALYZE). An unprepared statement is planned
         with its values every time, costing a fraction of a millisecond."""
-        from cari.queries import query
+        from cari.db.queries import query
 
         alias = fragments.pop("alias", None)
         column: sql.Composable = sql.Identifier("embedding")

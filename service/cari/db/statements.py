@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from cari.queries import query
+from cari.db.queries import query
 
 # The named statements (sql/) that retrieve a search's candidates.
 SEARCH_STATEMENTS = ("search_keyword", "search_keyword_blocks", "search_vector")

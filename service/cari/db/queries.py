@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import cache
 from typing import LiteralString
 
-from cari.resources import folder
+from cari.db.resources import folder
 
 SQL_DIR = folder("sql")
 

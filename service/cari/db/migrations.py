@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
-from cari import keyword_engine
+from cari.db import keyword_engine
+from cari.db.queries import query
+from cari.db.resources import folder
+from cari.db.vector_space import TABLES, Space, configured_spaces
 from cari.errors import InvalidInput
-from cari.queries import query
-from cari.resources import folder
 from cari.settings import LOCAL_EMBEDDER, Settings
-from cari.vector_space import TABLES, Space, configured_spaces
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -36,7 +36,7 @@ def _config(dsn: str, settings: Settings) -> Config:
 
 def upgrade(dsn: str, settings: Settings, revision: str = "head") -> None:
     """Migrate to `revision`, then create or update Cari's keyword extension where the server
-    has it (`cari.keyword_engine.install`)."""
+    has it (`cari.db.keyword_engine.install`)."""
     from alembic import command
     from alembic.util import CommandError
 

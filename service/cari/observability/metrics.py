@@ -97,13 +97,13 @@ class QueryEmbeddings(Protocol):
 
 
 class ReplicaStates(Protocol):
-    """What is reported of the read replicas (`cari.replicas`)."""
+    """What is reported of the read replicas (`cari.db.replicas`)."""
 
     def states(self) -> list[tuple[str, bool, float | None]]: ...
 
 
 class KeywordEngines(Protocol):
-    """What is reported of the keyword engine (`cari.keyword_engine`)."""
+    """What is reported of the keyword engine (`cari.db.keyword_engine`)."""
 
     def labels(self) -> tuple[str, str] | None: ...
 

@@ -21,9 +21,9 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from cari import extension
+from cari.db import extension
+from cari.db.queries import query
 from cari.errors import CariError, ConfigError, DatabaseUnavailable
-from cari.queries import query
 
 DATABASE_NAME = "cari"
 # Cari's memory settings for the machine, in the data folder, included from postgresql.conf;
@@ -69,7 +69,7 @@ def start(
     With `keep_running` the server outlives this process and every later one until `stop`
     (someone, say a DBA's psql, uses it outside Cari). Its memory settings come from
     `memory_config`; a server already running keeps its shared_buffers until it restarts.
-    With `keyword_extension` Cari's extension is built first (`cari.extension`, once) and the
+    With `keyword_extension` Cari's extension is built first (`cari.db.extension`, once) and the
     server is told where it is; the migrations create it in the database.
     """
     _ensure_writable(data_dir)

@@ -5,11 +5,11 @@ reads every other `OTEL_*` variable itself (service name, resource attributes, s
 batching). The packages are the `otel` extra: a server asked for traces without them stops with
 one line saying how to install them, rather than serving without the traces it was asked for.
 
-`configure` is called by `cari serve` (like `cari.logs.configure`): it installs the SDK's tracer
-provider for the process and puts the trace and span ids on log records. The HTTP app then adds
-its server spans (`cari.api.tracing`), and `span` gives the search stages theirs. Unconfigured,
-the app has no tracing middleware and `span` is a shared null context: nothing is traced, at no
-cost to a request.
+`configure` is called by `cari serve` (like `cari.observability.logs.configure`): it installs the
+SDK's tracer provider for the process and puts the trace and span ids on log records. The HTTP
+app then adds its server spans (`cari.api.tracing`), and `span` gives the search stages theirs.
+Unconfigured, the app has no tracing middleware and `span` is a shared null context: nothing is
+traced, at no cost to a request.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ from __future__ import annotations
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from cari import embedded
+from cari.db import embedded
+from cari.db.queries import query
 from cari.errors import (
     CariError,
     ConfigError,
@@ -14,7 +15,6 @@ from cari.errors import (
     InvalidInput,
     StatementTimeout,
 )
-from cari.queries import query
 from cari.settings import Settings
 
 

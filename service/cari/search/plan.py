@@ -1,0 +1,141 @@
+"""What one search will do: its collection's settings as searches read them, the request
+resolved against them and the server's defaults (`Plan`), the query as analysed (`Analysis`),
+and each sub-query's retrieval as it fills in (`Part`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cari.db.vector_space import Space
+from cari.limits import Method, Mode
+from cari.schema.search import SearchRequest
+from cari.search import intent as intents
+from cari.search import relevance
+from cari.search.decompose import Decomposition
+from cari.search.fusion import Candidate, Fused
+from cari.search.router import Routing
+from cari.settings import Settings
+
+EVIDENCE_DEPTH = 10  # fused chunks weighed per sub-query, at least: room for the threshold
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchCollection:
+    """A collection as searches read it: `collection_for_search`'s row, by column name."""
+
+    id: int
+    search_mode: Mode
+    fusion: Method
+    vector_weight: float
+    keyword_weight: float
+    rrf_k: int
+    top_k: int
+    threshold: float  # answers'
+    search_threshold: float | None  # searches': None, no cut
+    pricing_keywords: list[str]
+    financing_keywords: list[str]
+    embedder: str | None  # None: the default one
+    # Its relevance scale: set for it (wins), fitted to it (cari.search.fit; None when absent
+    # or fitted for another embedder), else the embedder's.
+    relevance_cosine_floor: float | None
+    relevance_cosine_ceiling: float | None
+    fit_floor: float | None
+    fit_ceiling: float | None
+
+    def scale(self, configured: relevance.Scale) -> tuple[relevance.Scale, str]:
+        """Its relevance scale and where it comes from: "collection", "fit" or "settings"."""
+        floor, ceiling = self.relevance_cosine_floor, self.relevance_cosine_ceiling
+        if floor is not None and ceiling is not None:
+            return relevance.Scale(floor, ceiling), "collection"
+        if self.fit_floor is not None and self.fit_ceiling is not None:
+            return relevance.Scale(self.fit_floor, self.fit_ceiling), "fit"
+        return configured, "settings"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The request resolved against the collection's and the server's defaults."""
+
+    mode: Mode
+    method: Method
+    weights: dict[str, float]
+    rrf_k: int
+    top_k: int
+    threshold: float | None  # None: no cut, the top k ranked
+    candidates: int
+    ef_search: int
+    depth: int  # fused chunks whose relevance is weighed, per sub-query
+
+
+def plan(
+    request: SearchRequest,
+    collection: SearchCollection,
+    settings: Settings,
+    top_k: int,
+    *,
+    boosted: bool,
+) -> Plan:
+    """`boosted`: the query holds exact tokens, so keyword search weighs more (the settings'
+    `intent_*_boost`)."""
+    base = {
+        "keyword": _pick(request.keyword_weight, collection.keyword_weight),
+        "vector": _pick(request.vector_weight, collection.vector_weight),
+    }
+    boost = (
+        {"keyword": settings.intent_keyword_boost, "vector": settings.intent_vector_boost}
+        if boosted
+        else {"keyword": 1.0, "vector": 1.0}
+    )
+    mode: Mode = request.mode or collection.search_mode
+    depth = max(2 * top_k, EVIDENCE_DEPTH)
+    candidates = request.candidates or settings.search_candidates
+    if mode != "hybrid":
+        # A lone list is returned as it comes: candidates past those weighed are not used.
+        candidates = min(candidates, depth)
+    return Plan(
+        mode=mode,
+        method=request.fusion or collection.fusion,
+        weights={name: base[name] * boost[name] for name in base},
+        rrf_k=request.rrf_k or collection.rrf_k,
+        top_k=top_k,
+        threshold=(collection.search_threshold if request.threshold is None else request.threshold),
+        candidates=candidates,
+        ef_search=request.ef_search or settings.hnsw_ef_search,
+        depth=depth,
+    )
+
+
+def _pick(requested: float | None, default: float) -> float:
+    return default if requested is None else requested
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """The query as analysed: its text, its exact tokens, its sub-queries."""
+
+    text: str
+    exact: intents.Intent
+    decomposition: Decomposition
+
+
+@dataclass(slots=True)
+class Part:
+    """One sub-query's retrieval."""
+
+    text: str
+    kept: list[Fused] = field(default_factory=list)
+    scored: dict[int, float] = field(default_factory=dict)  # chunk -> relevance
+    evidence: dict[int, relevance.Evidence] = field(default_factory=dict)
+    dropped: list[Fused] = field(default_factory=list)
+    lists: dict[str, list[Candidate]] = field(default_factory=dict)
+    vector: np.ndarray | None = None
+    space: Space | None = None  # the vector's
+    scale: relevance.Scale | None = None  # how its evidence was weighed
+    scale_source: str = "settings"  # where that scale comes from (SearchCollection.scale)
+    cached: bool = False
+    applied_ef: str | None = None
+    postings_read: int | None = None
+    routing: Routing | None = None
+    timings: dict[str, float] = field(default_factory=dict)
