@@ -185,11 +185,15 @@ async def fetch_ms(conn: Any, statement: Any, params: dict[str, Any]) -> float:
     return since_ms(started)
 
 
+def p95(values: Sequence[float]) -> float:
+    """The 95th percentile by `statistics`' exclusive quantiles."""
+    return statistics.quantiles(values, n=20)[-1]
+
+
 def summary_ms(values: Sequence[float]) -> str:
-    """Mean, median and p95 (`statistics`' exclusive quantiles) of milliseconds, in one line."""
-    p95 = statistics.quantiles(values, n=20)[-1]
+    """Mean, median and p95 of milliseconds, in one line."""
     mean, median = statistics.fmean(values), statistics.median(values)
-    return f"mean {mean:6.2f} ms, p50 {median:6.2f}, p95 {p95:6.2f}"
+    return f"mean {mean:6.2f} ms, p50 {median:6.2f}, p95 {p95(values):6.2f}"
 
 
 def percentiles(values: Sequence[float], points: Sequence[float] = (50, 95, 99)) -> list[float]:

@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import os
 import random
 import re
 import statistics
@@ -165,9 +164,8 @@ def report(result: dict[str, Any]) -> str:
 
 def interval(diffs: list[float]) -> tuple[float, float]:
     """95 % paired bootstrap interval of the mean of per-question differences."""
-    values = np.asarray(diffs)
     rng = np.random.default_rng(0)  # the same figures on every run
-    means = values[rng.integers(0, len(values), (BOOTSTRAP_ROUNDS, len(values)))].mean(axis=1)
+    means = harness.resampled_means(diffs, BOOTSTRAP_ROUNDS, rng)
     low, high = np.percentile(means, [2.5, 97.5])
     return float(low), float(high)
 
@@ -248,13 +246,13 @@ async def latency(chunks: int, query_count: int, rounds: int, on: float) -> None
                 f"keyword search at {chunks:,} chunks, engine {name}"
                 f"{' (the service' + chr(39) + 's)' if name == engine.name else ''}, "
                 f"{len(correct)} questions x {rounds} rounds, {settings.search_candidates} "
-                f"candidates; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}:"
+                f"candidates; load average {harness.load_average()}:"
             )
             for label, values in times.items():
                 print(f"  {label:<50} {summary_ms(values)}")
 
             def p95(label: str, times: dict[str, list[float]] = times) -> float:
-                return statistics.quantiles(times[label], n=20)[-1]
+                return harness.p95(times[label])
 
             added = p95(f"misspelled, typo_weight {on:g}") - p95("misspelled, typo_weight 0")
             print(
