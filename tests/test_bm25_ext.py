@@ -86,6 +86,27 @@ BEGIN
         END LOOP;
     END LOOP;
 END $$;
+-- A tsvector's bytes as they are in memory, both ways (this throwaway server's superuser may
+-- declare the two varlena types binary-compatible): corrupt tsvectors for the fuzz below.
+CREATE CAST (bytea AS tsvector) WITHOUT FUNCTION;
+CREATE CAST (tsvector AS bytea) WITHOUT FUNCTION;
+-- Each payload of `payloads`, as a tsvector, through bm25_tsv_terms and bm25_tsv_postings.
+CREATE FUNCTION fuzz_tsv(payloads bytea[], OUT ok int, OUT corrupt int, OUT other text[])
+LANGUAGE plpgsql AS $$
+DECLARE p bytea;
+BEGIN
+    ok := 0; corrupt := 0; other := '{}';
+    FOREACH p IN ARRAY payloads LOOP
+        BEGIN
+            PERFORM count(*) FROM bm25_tsv_terms(p::tsvector);
+            PERFORM count(*) FROM bm25_tsv_postings(p::tsvector, '{lamp,keeper,zz}');
+            ok := ok + 1;
+        EXCEPTION
+            WHEN data_corrupted THEN corrupt := corrupt + 1;
+            WHEN others THEN other := other || (SQLSTATE || ' ' || SQLERRM);
+        END;
+    END LOOP;
+END $$;
 """
 
 
@@ -734,6 +755,27 @@ def test_tsv_terms_and_postings_count_as_unnest(conn: Conn) -> None:
         ).fetchall()
         want = sorted((w, t, b, len_title, len_body) for w, t, b in expected if w in set(asked))
         assert got == want, tsv
+
+
+def test_tsv_functions_refuse_corrupt_tsvectors(
+    conn: Conn, conninfo: str, started_at: object
+) -> None:
+    """Every truncation and bit flip of real tsvectors, and random bytes, read by both
+    functions: each a result or a data_corrupted ERROR, and the server still up."""
+    rng = random.Random(40)
+    texts = ["keeper:1A lamp:2,5B,9 light:3", " ".join(f"w{i}:{i + 1}A,{i + 2}" for i in range(40))]
+    texts.append("lamp keeper")  # no positions
+    payloads: list[bytes] = []
+    for text in texts:
+        (raw,) = conn.execute("SELECT %s::tsvector::bytea", (text,)).fetchone() or (b"",)
+        payloads += _variants(bytes(raw), every_bit=len(raw) < 200)
+        payloads += _garbage(rng, bytes(raw), 200)
+    payloads += [b"", b"\x01", b"\xff\xff\xff\x7f", b"\x02\x00\x00\x00" + rng.randbytes(8)]
+    ok, corrupt, other = conn.execute("SELECT * FROM fuzz_tsv(%s)", [payloads]).fetchone() or ()
+    assert other == []
+    assert ok + corrupt == len(payloads)
+    assert corrupt > len(payloads) // 10
+    _assert_alive(conninfo, started_at)
 
 
 def test_tsv_postings_refuses_bad_arguments(conn: Conn) -> None:
