@@ -509,7 +509,7 @@ def _union_routes(parts: Sequence[Part]) -> dict[str, list[str]]:
     return routes
 
 
-def _structured_result(source: structured.Source) -> SearchResult:
+def _structured_result(source: structured.StructuredSource) -> SearchResult:
     return SearchResult(
         id=source.id,
         kind=source.kind,
