@@ -11,8 +11,7 @@ import numpy as np
 from cari.db.vector_space import Space
 from cari.limits import Method, Mode
 from cari.schema.search import SearchRequest
-from cari.search import intent as intents
-from cari.search import relevance
+from cari.search import relevance, signals
 from cari.search.decompose import Decomposition
 from cari.search.fusion import Candidate, Fused
 from cari.search.router import Routing
@@ -116,7 +115,7 @@ class Analysis:
     """The query as analysed: its text, its exact tokens, its sub-queries."""
 
     text: str
-    exact: intents.Intent
+    exact: signals.Signal
     decomposition: Decomposition
 
 

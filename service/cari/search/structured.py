@@ -28,7 +28,7 @@ from cari.search.amounts import FinancingTerms, parse_financing
 from cari.search.installments import RateType, monthly_payment
 from cari.search.router import Routing
 
-PRODUCT_INTENTS = frozenset({"pricing", "specs", "financing"})
+PRODUCT_ROUTES = frozenset({"pricing", "specs", "financing"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +59,8 @@ async def sources(
 ) -> Found:
     """The structured sources for `text`, whose sub-queries are `parts` (text, query vector,
     routing; `space` is the vectors'), most relevant first, at most `limit` catalog items."""
-    routed = [(t, v) for t, v, r in parts if PRODUCT_INTENTS & set(r.intents)]
-    financing = any("financing" in r.intents for _, _, r in parts)
+    routed = [(t, v) for t, v, r in parts if PRODUCT_ROUTES & set(r.routes)]
+    financing = any("financing" in r.routes for _, _, r in parts)
     searches = await asyncio.gather(
         *(search_catalog(pool, collection_id, t, v, space, limit) for t, v in routed)
     )
