@@ -8,9 +8,9 @@ It needs no database and no model: it reads the keyword (BM25) and vector (HNSW)
 `python -m bench.quality --out ...` kept for every judged query, 100 chunks each with their
 scores, in `bench/.cache/runs/<dataset>-<split>.json` (run bench.quality first, with
 `--split dev` for TyDi's tuning split). Each configuration is fused by the engine's own
-`cari.search.fusion.fuse` with the engine's signal boost (a query naming an exact token gets
-`CARI_INTENT_KEYWORD_BOOST` x keyword and `CARI_INTENT_VECTOR_BOOST` x vector weight), so a
-configuration scores here what the service would return with it.
+`cari.search.fusion.fuse` with the engine's exact-token boost (a query naming an exact token
+gets `CARI_EXACT_TOKEN_KEYWORD_BOOST` x keyword and `CARI_EXACT_TOKEN_VECTOR_BOOST` x vector
+weight), so a configuration scores here what the service would return with it.
 
 - Grid: method `rrf` (k in 10, 20, 40, 60, 100) and the convex `minmax` and `zscore`; vector
   share `v` = vector_weight / (vector_weight + keyword_weight) from 0.1 to 0.9 by 0.1 (0.5 is
@@ -354,7 +354,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     settings = load_settings()
-    boosts = (settings.intent_keyword_boost, settings.intent_vector_boost)
+    boosts = (settings.exact_token_keyword_boost, settings.exact_token_vector_boost)
     tuned = sweep([load_set(name) for name in args.tune], boosts)
     choice = Config(**tuned["choice"]["config"])
     reported = compare([load_set(name) for name in args.report], choice, boosts)

@@ -77,13 +77,16 @@ def plan(
     boosted: bool,
 ) -> Plan:
     """`boosted`: the query holds exact tokens, so keyword search weighs more (the settings'
-    `intent_*_boost`)."""
+    `exact_token_*_boost`)."""
     base = {
         "keyword": _pick(request.keyword_weight, collection.keyword_weight),
         "vector": _pick(request.vector_weight, collection.vector_weight),
     }
     boost = (
-        {"keyword": settings.intent_keyword_boost, "vector": settings.intent_vector_boost}
+        {
+            "keyword": settings.exact_token_keyword_boost,
+            "vector": settings.exact_token_vector_boost,
+        }
         if boosted
         else {"keyword": 1.0, "vector": 1.0}
     )
