@@ -89,13 +89,13 @@ async def load(
     async with rt.pool.connection() as conn:
         await collection.create(conn, CollectionCreate(name="keyword", language=language), settings)
         ref = await store.collection_ref(conn, "keyword")
-        batch: list[store.Prepared] = []
+        batch: list[store.PreparedDocument] = []
         for record in corpus_records(dataset):
             text = record["text"] if record["text"].strip() else record["title"]
             if not text.strip():
                 continue
             document = store.NewDocument(record["id"], record["title"], [Section(text)], {}, None)
-            batch.append(store.Prepared(document, chunk(document, counter, settings), None))
+            batch.append(store.PreparedDocument(document, chunk(document, counter, settings), None))
             if len(batch) == BATCH:
                 await store.write_documents(conn, ref, batch)
                 batch.clear()

@@ -86,7 +86,7 @@ def embedders(env: Mapping[str, str]) -> str:
     return json.dumps({"own": profile})
 
 
-async def before(ingestor: Ingestor, collection: str, sources: Sequence[files.Source]) -> Tally:
+async def before(ingestor: Ingestor, collection: str, sources: Sequence[files.InputFile]) -> Tally:
     """`--bulk` as it was: the width's index dropped whoever shares it, rebuilt by a plain
     CREATE INDEX in a transaction (frozen here as the baseline)."""
     async with ingestor.pool.connection() as lock:
@@ -104,7 +104,7 @@ async def before(ingestor: Ingestor, collection: str, sources: Sequence[files.So
             await lock.execute(query("vector_index_unlock"))
 
 
-async def after(ingestor: Ingestor, collection: str, sources: Sequence[files.Source]) -> Tally:
+async def after(ingestor: Ingestor, collection: str, sources: Sequence[files.InputFile]) -> Tally:
     return await bulk.ingest_sources(
         ingestor, collection, sources, batch_size=256, workers=2, defer_index=True
     )

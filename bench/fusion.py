@@ -8,9 +8,9 @@ It needs no database and no model: it reads the keyword (BM25) and vector (HNSW)
 `python -m bench.quality --out ...` kept for every judged query, 100 chunks each with their
 scores, in `bench/.cache/runs/<dataset>-<split>.json` (run bench.quality first, with
 `--split dev` for TyDi's tuning split). Each configuration is fused by the engine's own
-`cari.search.fusion.fuse` with the engine's intent boost (a query naming an exact token gets
-`CARI_INTENT_KEYWORD_BOOST` x keyword and `CARI_INTENT_VECTOR_BOOST` x vector weight), so a
-configuration scores here what the service would return with it.
+`cari.search.fusion.fuse` with the engine's exact-token boost (a query naming an exact token
+gets `CARI_EXACT_TOKEN_KEYWORD_BOOST` x keyword and `CARI_EXACT_TOKEN_VECTOR_BOOST` x vector
+weight), so a configuration scores here what the service would return with it.
 
 - Grid: method `rrf` (k in 10, 20, 40, 60, 100) and the convex `minmax` and `zscore`; vector
   share `v` = vector_weight / (vector_weight + keyword_weight) from 0.1 to 0.9 by 0.1 (0.5 is
@@ -50,7 +50,7 @@ from bench import harness
 from bench.harness import DATASETS, Qrels, Ranking, load_qrels, load_queries, resampled_means
 from bench.quality import RUNS_DIR, document_ranking, evaluate, mean_metrics
 from cari.limits import Method
-from cari.search import intent
+from cari.search import signals
 from cari.search.fusion import Candidate, fuse
 from cari.settings import load_settings
 
@@ -87,7 +87,7 @@ class QuerySet:
     qrels: Qrels
     lists: dict[str, dict[str, list[Candidate]]]  # query -> retriever -> candidates
     documents: dict[int, str]
-    boosted: set[str]  # queries the intent detector finds an exact token in
+    boosted: set[str]  # queries the signal detector finds an exact token in
 
 
 def load_set(name: str, runs_dir: Path = RUNS_DIR, datasets: Path = DATASETS) -> QuerySet:
@@ -113,7 +113,7 @@ def load_set(name: str, runs_dir: Path = RUNS_DIR, datasets: Path = DATASETS) ->
         qrels={qid: qrels[qid] for qid in lists},
         lists=lists,
         documents={int(c): str(d) for c, d in saved["chunk_documents"].items()},
-        boosted={qid for qid in lists if intent.detect(queries[qid]).exact_tokens},
+        boosted={qid for qid in lists if signals.detect(queries[qid]).exact_tokens},
     )
 
 
@@ -354,7 +354,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     settings = load_settings()
-    boosts = (settings.intent_keyword_boost, settings.intent_vector_boost)
+    boosts = (settings.exact_token_keyword_boost, settings.exact_token_vector_boost)
     tuned = sweep([load_set(name) for name in args.tune], boosts)
     choice = Config(**tuned["choice"]["config"])
     reported = compare([load_set(name) for name in args.report], choice, boosts)

@@ -31,8 +31,8 @@ from cari.db.queries import query
 from cari.db.vector_space import space
 from cari.ingest import store
 from cari.ingest.bulk import ingest_sources
-from cari.ingest.chunking import Chunk
-from cari.ingest.files import Source
+from cari.ingest.chunking import NewChunk
+from cari.ingest.files import InputFile
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import chunk
 from cari.settings import Settings, load_settings
@@ -61,7 +61,7 @@ async def run(dataset: Path, documents: int, rows: int) -> None:
         records = load_records(dataset, documents)
 
         # (a) the embedder alone, on exactly the texts the ingest path will embed
-        chunks: list[Chunk] = []
+        chunks: list[NewChunk] = []
         for r in records:
             document = store.NewDocument(r["id"], r["title"], [Section(r["text"])], {}, None)
             chunks += chunk(document, embedder.count_tokens, settings)
@@ -85,7 +85,7 @@ async def run(dataset: Path, documents: int, rows: int) -> None:
             tally = await ingest_sources(
                 rt.ingestor,
                 "bench",
-                [Source(path, "corpus.jsonl")],
+                [InputFile(path, "corpus.jsonl")],
                 batch_size=32,
                 workers=2,
             )
@@ -191,8 +191,8 @@ async def writer(
             for first in range(start, min(start + step, len(texts)), per_document):
                 span = range(first, min(first + per_document, len(texts)))
                 document = store.NewDocument(f"d{first}", "", [Section(texts[first])], {}, None)
-                pieces = [Chunk(i - first, "", texts[i], 60, {}) for i in span]
-                batch.append(store.Prepared(document, pieces, [vectors[i] for i in span]))
+                pieces = [NewChunk(i - first, "", texts[i], 60, {}) for i in span]
+                batch.append(store.PreparedDocument(document, pieces, [vectors[i] for i in span]))
             await store.write_documents(conn, collection, batch)
         loaded = time.perf_counter()
         if bulk:

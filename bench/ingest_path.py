@@ -52,7 +52,7 @@ from bench import harness
 from bench.fast_embedder import DIMENSION, vector_for
 from bench.harness import DATASETS, ROOT, fresh_database, load_average, runtime_on
 from bench.load import served
-from cari import collection as collections
+from cari import collection
 from cari.cli.documents import SERVICE_BATCH_SIZE
 from cari.db.migrations import vector_index_drop_statement, vector_indexes_statement
 from cari.db.queries import query
@@ -122,7 +122,7 @@ def fast_embedder(*, frozen: bool = False) -> Iterator[dict[str, str]]:
 class Rows:
     """The records as Cari stores them: documents, their chunks and the embedder's vectors."""
 
-    prepared: list[store.Prepared]
+    prepared: list[store.PreparedDocument]
 
     @property
     def chunks(self) -> int:
@@ -144,7 +144,7 @@ def prepare(
         )
         chunks = chunk(document, count_tokens, settings)
         vectors = [vector_for(store.embedding_text(c.title, c.content)) for c in chunks]
-        prepared.append(store.Prepared(document, chunks, vectors))
+        prepared.append(store.PreparedDocument(document, chunks, vectors))
     return Rows(prepared)
 
 
@@ -290,7 +290,7 @@ async def _database(name: str, settings: Settings, language: str) -> str:
     dsn = await anyio.to_thread.run_sync(fresh_database, name, settings)
     async with runtime_on(dsn, settings) as rt, rt.pool.connection() as conn:
         spec = CollectionCreate(name=COLLECTION, language=language)
-        await collections.create(conn, spec, settings)
+        await collection.create(conn, spec, settings)
     return dsn
 
 

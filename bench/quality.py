@@ -27,7 +27,7 @@ in a fresh database:
     measured on the real path.
   - Baselines, on the same chunks in the same run: `ts_rank_cd`, the tutorial's keyword branch
     (`websearch_to_tsquery`, every word required, ranked by `ts_rank_cd`); `rrf equal`, plain
-    equal-weight RRF (k 60, weights 1 and 1, no intent boost) of the `keyword` and `vector`
+    equal-weight RRF (k 60, weights 1 and 1, no exact-token boost) of the `keyword` and `vector`
     lists above, by the engine's own `weighted_rrf`; `tutorial hybrid`, the same RRF of the
     `ts_rank_cd` list and the `vector` list.
 - Results are chunks: each becomes its document, which keeps its best (first) rank, since the

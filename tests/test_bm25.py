@@ -19,12 +19,12 @@ from psycopg import sql
 from cari import collection
 from cari.db import keyword_engine
 from cari.ingest import store
-from cari.ingest.chunking import Chunk
+from cari.ingest.chunking import NewChunk
 from cari.ingest.formats import Section
 from cari.ingest.store import (
     CollectionRef,
     NewDocument,
-    Prepared,
+    PreparedDocument,
     clear_documents,
     collection_ref,
     delete_document,
@@ -112,9 +112,9 @@ def corpus(seed: int, documents: int, vocabulary: list[str] = WORDS) -> list[tup
     return out
 
 
-def prepared(doc_id: str, title: str, text: str, language: str | None = None) -> Prepared:
+def prepared(doc_id: str, title: str, text: str, language: str | None = None) -> PreparedDocument:
     document = NewDocument(doc_id, title, [Section(text)], {}, None, language)
-    return Prepared(document, [Chunk(0, title, text, len(text.split()), {})], None)
+    return PreparedDocument(document, [NewChunk(0, title, text, len(text.split()), {})], None)
 
 
 async def connect(dsn: str) -> AConn:
@@ -446,9 +446,11 @@ def test_a_large_document_goes_in_several_copies_and_stays_whole(
     grows with the document), in one transaction: whole, indexed exactly, or not at all."""
     monkeypatch.setattr(store, "COPY_ROWS", 4)
 
-    def document(doc_id: str, texts: list[str]) -> Prepared:
-        chunks = [Chunk(i, "", t, len(t.split()), {}) for i, t in enumerate(texts)]
-        return Prepared(NewDocument(doc_id, "", [Section(" ".join(texts))], {}, None), chunks, None)
+    def document(doc_id: str, texts: list[str]) -> PreparedDocument:
+        chunks = [NewChunk(i, "", t, len(t.split()), {}) for i, t in enumerate(texts)]
+        return PreparedDocument(
+            NewDocument(doc_id, "", [Section(" ".join(texts))], {}, None), chunks, None
+        )
 
     words = [f"alpha beta word{i}" for i in range(10)]
 

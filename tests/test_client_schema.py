@@ -12,10 +12,12 @@ import runpy
 from pathlib import Path
 from typing import Any
 
+import httpx
 import msgspec
 import pytest
 
-from cari.client import AsyncClient, Client, routes
+from cari.client import AsyncClient, Client, SearchRequest, SearchResponse, routes
+from cari.schema.search import RENAMED
 from tests.test_openapi_conformance import DOCUMENT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,3 +132,94 @@ def test_the_blocking_client_is_written_from_the_async_one() -> None:
     script = runpy.run_path(str(ROOT / "scripts" / "sync_client.py"))
     written = (ROOT / "service" / "cari" / "client" / "_sync" / "client.py").read_text()
     assert written == script["sync_source"](), "run scripts/sync_client.py"
+
+
+def test_renamed_search_fields_are_sent_under_both_names_and_documented() -> None:
+    """`signal` and `routes` (formerly `intent` and `intents`): the document requires both
+    names for one release and says the former ones are deprecated."""
+    schemas = DOCUMENT["components"]["schemas"]
+    for struct in ("SearchResponse", "Explain", "SubQueryExplain"):
+        schema = schemas[struct]
+        for new, old in RENAMED.items():
+            if new not in schema["properties"]:
+                continue  # SubQueryExplain has routes only
+            assert {new, old} <= set(schema["required"]), struct
+            described = schema["properties"][old].get("description", "")
+            assert described.startswith(f"Deprecated: use `{new}`"), (struct, old)
+            assert "Deprecated" not in schema["properties"][new].get("description", "")
+    assert "routes" in schemas["SubQueryExplain"]["properties"]
+
+
+NEW = {
+    "query": "SKU-1 harga",
+    "mode": "hybrid",
+    "signal": "exact_token",
+    "routes": ["knowledge", "pricing"],
+    "sub_queries": ["SKU-1 harga"],
+    "results": [],
+    "degraded": [],
+    "warnings": [],
+}
+SUB_QUERY = {
+    "query": "SKU-1 harga",
+    "candidates": {"keyword": 1},
+    "keyword_postings_read": None,
+    "query_vector_cached": False,
+    "routes": {"knowledge": "always", "pricing": "keyword 'harga'"},
+    "kept": [],
+    "dropped": [],
+    "timings_ms": {},
+}
+EXPLAIN = {
+    "served_by": "primary",
+    "mode": "hybrid",
+    "signal": {"name": "exact_token", "exact_tokens": [{"text": "SKU-1", "kind": "sku"}]},
+    "decomposition": {"sub_queries": ["SKU-1 harga"], "pattern": None, "kept_whole_because": None},
+    "routes": {"knowledge": ["always"], "pricing": ["keyword 'harga'"]},
+    "fusion": "rrf",
+    "weights": {"keyword": 2.0, "vector": 0.5},
+    "rrf_k": 60,
+    "top_k": 5,
+    "threshold": None,
+    "relevance_scale": {"cosine_floor": 0.8, "cosine_ceiling": 0.9, "source": "settings"},
+    "candidates": {"requested": 50},
+    "keyword_engine": "sql",
+    "ef_search": {"requested": 40, "applied": "40"},
+    "query_vector_cached": False,
+    "filters": {},
+    "sub_queries": [SUB_QUERY],
+    "structured": {},
+    "timings_ms": {},
+}
+
+
+def _renamed(part: dict[str, Any], keep: str) -> dict[str, Any]:
+    """`part` with its renamed fields under the new names, the former ones, or both."""
+    out = {k: v for k, v in part.items() if k not in RENAMED}
+    for new, old in RENAMED.items():
+        if new in part:
+            if keep in ("new", "both"):
+                out[new] = part[new]
+            if keep in ("old", "both"):
+                out[old] = part[new]
+    return out
+
+
+@pytest.mark.parametrize("keep", ["new", "old", "both"])
+def test_the_client_decodes_a_search_response_under_either_name(keep: str) -> None:
+    """A server of the previous release sends `intent` and `intents` only, one of the next
+    will send `signal` and `routes` only: the client decodes both into both names."""
+    explain = _renamed(EXPLAIN, keep) | {"sub_queries": [_renamed(SUB_QUERY, keep)]}
+    body = _renamed(NEW, keep) | {"explain": explain}
+    answer = httpx.Response(200, content=msgspec.json.encode(body))
+    call = routes.SEARCH_COLLECTION.call(SearchRequest(query="SKU-1 harga"), collection="c")
+    decoded = call.decode(answer)
+    assert isinstance(decoded, SearchResponse)
+    assert decoded.signal == decoded.intent == "exact_token"
+    assert decoded.routes == decoded.intents == ["knowledge", "pricing"]
+    assert decoded.explain is not None
+    assert decoded.explain.signal == decoded.explain.intent
+    assert decoded.explain.signal.exact_tokens[0].text == "SKU-1"
+    assert decoded.explain.routes == decoded.explain.intents == EXPLAIN["routes"]
+    (part,) = decoded.explain.sub_queries
+    assert part.routes == part.intents == SUB_QUERY["routes"]

@@ -24,7 +24,7 @@ from cari.db.queries import query
 from cari.db.vector_space import Space, space
 from cari.errors import ConfigError
 from cari.ingest import store
-from cari.ingest.chunking import Chunk
+from cari.ingest.chunking import NewChunk
 from cari.ingest.formats import Section
 from cari.settings import Settings, load_settings
 from tests.conftest import app_client, cli_env, settings_for
@@ -296,9 +296,11 @@ def test_vectors_of_a_replaced_model_are_not_written(dsn: str) -> None:
             before = await store.collection_ref(conn, "raced")
             await conn.execute("UPDATE collections SET embedder = 'local' WHERE name = 'raced'")
             document = store.NewDocument("d", "", [Section("text")], {}, None)
-            chunk = Chunk(0, "", "text", 1, {})
+            chunk = NewChunk(0, "", "text", 1, {})
             vector = np.ones(384, dtype=np.float32)
-            await store.write_documents(conn, before, [store.Prepared(document, [chunk], [vector])])
+            await store.write_documents(
+                conn, before, [store.PreparedDocument(document, [chunk], [vector])]
+            )
 
     asyncio.run(write())
     with psycopg.connect(dsn) as conn:

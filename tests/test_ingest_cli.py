@@ -198,7 +198,7 @@ def test_killed_ingest_leaves_no_partial_document(
         ).fetchall()
     assert 4 <= len(stored) < 30
     for external_id, ordinals in stored:
-        (document,) = list(files.read(files.Source(corpus / external_id, external_id), 10**7))
+        (document,) = list(files.read(files.InputFile(corpus / external_id, external_id), 10**7))
         assert not isinstance(document, files.Failure)
         expected = chunk(document, embedder.count_tokens, settings)
         assert ordinals == list(range(len(expected))), external_id

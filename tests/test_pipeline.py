@@ -1,5 +1,5 @@
 """The query pipeline through real HTTP, real PostgreSQL and the real local model: decomposition,
-intent routing, catalog and installment sources, the relevance threshold and explain."""
+routing, catalog and installment sources, the relevance threshold and explain."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def test_comparison_is_split_and_every_side_is_found(dealer: TestClient[Any]) ->
     response = search(dealer, query="harga toyota veloz vs honda brio", explain=True)
     assert response["sub_queries"] == ["harga toyota veloz", "harga honda brio"]
     assert response["explain"]["decomposition"]["pattern"] == "vs"
-    assert "pricing" in response["intents"]
+    assert "pricing" in response["routes"]
     # Each side's product, with its price, before the documents; each side's review too.
     assert ids(response, "catalog")[:2] == ["catalog:VLZ-Q", "catalog:BRIO-RS"]
     assert "320,000,000" in response["results"][0]["content"]
@@ -128,19 +128,34 @@ def test_one_concept_joined_by_dan_is_not_split(dealer: TestClient[Any]) -> None
 
 def test_price_and_specs_question_routes_to_both(dealer: TestClient[Any]) -> None:
     response = search(dealer, query="harga dan spesifikasi Honda Civic", explain=True)
-    assert {"knowledge", "pricing", "specs"} <= set(response["intents"])
-    assert "financing" not in response["intents"]
+    assert {"knowledge", "pricing", "specs"} <= set(response["routes"])
+    assert "financing" not in response["routes"]
     first = response["results"][0]
     assert first["id"] == "catalog:CIVIC-RS" and first["relevance"] == 1.0
     assert "600,000,000" in first["content"] and "turbo" in first["content"]
     assert ids(response, "catalog") == ["catalog:CIVIC-RS"]  # the Brio is a Honda, not named
 
 
+def test_renamed_fields_are_sent_under_both_names(dealer: TestClient[Any]) -> None:
+    """`signal` and `routes` (formerly `intent` and `intents`) go out under both names for one
+    release, equal, in the response, its explain and each sub-query."""
+    response = search(dealer, query="harga SKU-9942-X vs honda brio", explain=True)
+    assert response["signal"] == response["intent"] == "exact_token"
+    assert response["routes"] == response["intents"]
+    assert "pricing" in response["routes"]
+    explain = response["explain"]
+    assert explain["signal"] == explain["intent"]
+    assert explain["signal"]["exact_tokens"] == [{"text": "SKU-9942-X", "kind": "sku"}]
+    assert explain["routes"] == explain["intents"] and "pricing" in explain["routes"]
+    for part in explain["sub_queries"]:
+        assert part["routes"] == part["intents"] and "knowledge" in part["routes"]
+
+
 def test_financing_question_computes_installments(dealer: TestClient[Any]) -> None:
     response = search(
         dealer, query="cicilan honda civic dp 150 juta tenor 3 tahun spesifikasi", explain=True
     )
-    assert response["intents"] == ["knowledge", "pricing", "specs", "financing"]
+    assert response["routes"] == ["knowledge", "pricing", "specs", "financing"]
     financing = next(r for r in response["results"] if r["id"] == "financing:CIVIC-RS")
     plans = {(p["provider"], p["tenor_months"]): p for p in financing["metadata"]["plans"]}
     assert set(plans) == {("BCA Finance", 36), ("Mandiri", 36)}  # 3 years: no 12-month plan
@@ -178,8 +193,8 @@ def test_unreadable_amount_is_a_note_not_an_error(dealer: TestClient[Any]) -> No
 
 def test_specs_questions_about_any_product_find_its_item(dealer: TestClient[Any]) -> None:
     response = search(dealer, query="does the Sora X200 support Bluetooth?", explain=True)
-    assert "specs" in response["intents"]
-    assert "meaning" in response["explain"]["intents"]["specs"][0]
+    assert "specs" in response["routes"]
+    assert "meaning" in response["explain"]["routes"]["specs"][0]
     assert response["results"][0]["id"] == "catalog:HP-X200"
     assert "bluetooth: 5.3" in response["results"][0]["content"]
 
@@ -231,9 +246,9 @@ def test_collection_keyword_lists_are_its_own(dealer: TestClient[Any]) -> None:
     got = dealer.get("/v1/collections/shop").json()
     assert got["financing_keywords"] == ["angsur"] and "harga" in got["pricing_keywords"]
     route = dealer.post("/v1/collections/shop/search", json={"query": "angsur civic"}).json()
-    assert "financing" in route["intents"]
+    assert "financing" in route["routes"]
     plain = dealer.post("/v1/collections/shop/search", json={"query": "cicilan civic"}).json()
-    assert "financing" not in plain["intents"]
+    assert "financing" not in plain["routes"]
     bad = dealer.patch("/v1/collections/shop", json={"pricing_keywords": [""]})
     assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "pricing_keywords[0]"
 
@@ -276,4 +291,4 @@ def test_financing_without_rates_says_so_and_other_collections_stay_quiet(
     dealer.post("/v1/collections", json={"name": "papers"})
     body = {"query": "interest rate models in economics", "threshold": 0}
     plain = dealer.post("/v1/collections/papers/search", json=body).json()
-    assert "financing" in plain["intents"] and plain["results"] == []
+    assert "financing" in plain["routes"] and plain["results"] == []

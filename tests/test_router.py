@@ -1,4 +1,4 @@
-"""The intent router with the real local model: keywords for pricing and financing, meaning for
+"""The router with the real local model: keywords for pricing and financing, meaning for
 specs, for any kind of product, in English and Indonesian."""
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ def router() -> Router:
     return Router(LocalEmbedder())
 
 
-def intents(router: Router, text: str, keywords: Keywords = DEFAULTS) -> tuple[str, ...]:
+def routes(router: Router, text: str, keywords: Keywords = DEFAULTS) -> tuple[str, ...]:
     async def run() -> tuple[str, ...]:
         vector = await router.embedder.embed_query(text)
-        return (await router.route(text, vector, keywords)).intents
+        return (await router.route(text, vector, keywords)).routes
 
     return asyncio.run(run())
 
@@ -42,7 +42,7 @@ def intents(router: Router, text: str, keywords: Keywords = DEFAULTS) -> tuple[s
     ],
 )
 def test_seed_examples(router: Router, text: str, expected: tuple[str, ...]) -> None:
-    assert intents(router, text) == expected
+    assert routes(router, text) == expected
 
 
 @pytest.mark.parametrize(
@@ -58,7 +58,7 @@ def test_seed_examples(router: Router, text: str, expected: tuple[str, ...]) -> 
     ],
 )
 def test_specs_by_meaning_for_any_product(router: Router, text: str) -> None:
-    assert "specs" in intents(router, text)
+    assert "specs" in routes(router, text)
 
 
 @pytest.mark.parametrize(
@@ -72,12 +72,12 @@ def test_specs_by_meaning_for_any_product(router: Router, text: str) -> None:
     ],
 )
 def test_questions_that_are_not_about_attributes(router: Router, text: str) -> None:
-    assert "specs" not in intents(router, text)
+    assert "specs" not in routes(router, text)
 
 
 def test_keyword_mode_routes_specs_by_words_only(router: Router) -> None:
     async def run(text: str) -> tuple[str, ...]:
-        return (await router.route(text, None, DEFAULTS)).intents
+        return (await router.route(text, None, DEFAULTS)).routes
 
     assert asyncio.run(run("does it support Bluetooth?")) == ("knowledge",)
     assert asyncio.run(run("spesifikasi honda civic")) == ("knowledge", "specs")
@@ -85,9 +85,9 @@ def test_keyword_mode_routes_specs_by_words_only(router: Router) -> None:
 
 def test_keywords_are_whole_words_and_configurable(router: Router) -> None:
     own = Keywords(pricing=["tarif"], financing=["angsur", "uang muka"])
-    assert intents(router, "tarif parkir", own) == ("knowledge", "pricing")
+    assert routes(router, "tarif parkir", own) == ("knowledge", "pricing")
     # A financing question needs the product's price: it routes to pricing too.
-    assert {"pricing", "financing"} <= set(intents(router, "uang muka honda civic", own))
-    assert "financing" not in intents(router, "cicilan honda civic", own)
+    assert {"pricing", "financing"} <= set(routes(router, "uang muka honda civic", own))
+    assert "financing" not in routes(router, "cicilan honda civic", own)
     # "dp" is a financing keyword; "dpr" (parliament) is another word.
-    assert "financing" not in intents(router, "siapa ketua dpr?")
+    assert "financing" not in routes(router, "siapa ketua dpr?")

@@ -67,10 +67,10 @@ def shop(module_dsn: str) -> Iterator[TestClient[Any]]:
 def test_exact_sku_ranks_first_in_hybrid(shop: TestClient[Any]) -> None:
     response = search(shop, "shop", query="SKU-9942-X", explain=True)
     assert ids(response)[0] == "kit"
-    assert response["intent"] == "exact_token"
+    assert response["signal"] == "exact_token"
     explain = response["explain"]
     assert explain["weights"] == {"keyword": 2.0, "vector": 0.5}
-    assert explain["intent"]["exact_tokens"][0]["text"] == "SKU-9942-X"
+    assert explain["signal"]["exact_tokens"][0]["text"] == "SKU-9942-X"
     top = response["results"][0]["retrievers"]
     assert top["keyword"]["rank"] == 1
     # BM25 ranks the exact code first; the near codes share parts of it ("sku", "9942", "x").
@@ -241,7 +241,7 @@ def test_exact_token_wins_even_when_vector_misses(catalog: TestClient[Any]) -> N
     # The fake's vectors are random: the vector ranking is noise, keyword finds the code.
     response = search(catalog, "cars", query="SKU-7781-B", explain=True)
     assert ids(response)[0] == "part"
-    assert response["explain"]["intent"]["name"] == "exact_token"
+    assert response["explain"]["signal"]["name"] == "exact_token"
 
 
 def test_updates_and_deletes_are_visible_to_the_next_search(catalog: TestClient[Any]) -> None:

@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     tests/test_settings.py)."""
 
     model_config = SettingsConfigDict(
-        env_prefix="CARI_", env_file=".env", extra="ignore", frozen=True
+        env_prefix="CARI_", env_file=".env", extra="ignore", frozen=True, populate_by_name=True
     )
 
     database_url: str | None = Field(
@@ -204,8 +204,22 @@ class Settings(BaseSettings):
         le=1000,
         description="Candidates each retriever returns for fusion (deeper fuses better).",
     )
-    intent_keyword_boost: float = Field(default=2.0, ge=0, le=100)
-    intent_vector_boost: float = Field(default=0.5, ge=0, le=100)
+    # Weights multiplied when the query's signal is an exact token (cari.search.signals);
+    # CARI_INTENT_*_BOOST, their former names, are read for one release.
+    exact_token_keyword_boost: float = Field(
+        default=2.0,
+        ge=0,
+        le=100,
+        validation_alias=AliasChoices(
+            "CARI_EXACT_TOKEN_KEYWORD_BOOST", "CARI_INTENT_KEYWORD_BOOST"
+        ),
+    )
+    exact_token_vector_boost: float = Field(
+        default=0.5,
+        ge=0,
+        le=100,
+        validation_alias=AliasChoices("CARI_EXACT_TOKEN_VECTOR_BOOST", "CARI_INTENT_VECTOR_BOOST"),
+    )
     # Measured for the local e5 model by bench.threshold (docs/benchmarks.md).
     relevance_cosine_floor: float = Field(
         default=0.8,

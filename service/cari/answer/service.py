@@ -45,8 +45,8 @@ from cari.schema.answer import (
     Failed,
     LLMChunk,
     Metadata,
+    NumberedSource,
     SearchComplete,
-    Source,
 )
 from cari.schema.search import SearchRequest, SearchResult
 from cari.search.engine import Searcher
@@ -61,7 +61,7 @@ class Event:
 
 
 @dataclass(slots=True)
-class Prepared:
+class PreparedAnswer:
     """A question searched (and reranked): what the answer is written from."""
 
     question: str
@@ -89,14 +89,16 @@ class Answerer:
 
     async def prepare(
         self, collection_name: str, request: AnswerRequest, *, token: int | None = None
-    ) -> Prepared:
+    ) -> PreparedAnswer:
         """Search for the answer's sources, on a read replica (one that has replayed `token`,
         a write's consistency token, when given) or the primary (`cari.db.replicas`)."""
         return await self.searcher.reads.run(
             token, lambda node: self._prepare(node, collection_name, request)
         )
 
-    async def _prepare(self, node: Node, collection_name: str, request: AnswerRequest) -> Prepared:
+    async def _prepare(
+        self, node: Node, collection_name: str, request: AnswerRequest
+    ) -> PreparedAnswer:
         started = time.perf_counter()
         async with node.pool.connection() as conn:
             settings = await collection.get(conn, collection_name)
@@ -111,7 +113,7 @@ class Answerer:
             rerank=request.rerank and self.searcher.reranker is not None,
         )
         found = await self.searcher.search_on(node, collection_name, search)
-        prepared = Prepared(
+        prepared = PreparedAnswer(
             question=request.query,
             # A source with no relevance only says why nothing was computed (structured).
             sources=[r for r in found.results if r.kind == "chunk" or r.relevance > 0],
@@ -123,10 +125,11 @@ class Answerer:
         prepared.timings["search"] = (time.perf_counter() - started) * 1000
         return prepared
 
-    async def events(self, prepared: Prepared) -> AsyncIterator[Event]:
+    async def events(self, prepared: PreparedAnswer) -> AsyncIterator[Event]:
         sources = prepared.sources
         yield Event(
-            "search_complete", SearchComplete([Source(n, r) for n, r in enumerate(sources, 1)])
+            "search_complete",
+            SearchComplete([NumberedSource(n, r) for n, r in enumerate(sources, 1)]),
         )
         if not sources:
             sentence = prepared.no_information or NO_INFORMATION[prepared.language]
@@ -164,7 +167,7 @@ class Answerer:
         yield self._metadata(prepared, usage, marks.invented, no_information=False, model=model)
         yield Event("done", Done())
 
-    async def answer(self, prepared: Prepared) -> AnswerResponse:
+    async def answer(self, prepared: PreparedAnswer) -> AnswerResponse:
         """The whole answer at once; an LLM failure raises LLMUnavailable (HTTP 503)."""
         text: list[str] = []
         citations: dict[str, Citation] = {}
@@ -185,7 +188,7 @@ class Answerer:
             answer="".join(text),
             no_information=meta.no_information,
             citations=citations,
-            sources=[Source(n, r) for n, r in enumerate(prepared.sources, 1)],
+            sources=[NumberedSource(n, r) for n, r in enumerate(prepared.sources, 1)],
             model=meta.model,
             usage=meta.usage,
             invented_citations=meta.invented_citations,
@@ -195,7 +198,7 @@ class Answerer:
 
     def _metadata(
         self,
-        prepared: Prepared,
+        prepared: PreparedAnswer,
         usage: dict[str, int | None] | None,
         invented: list[int],
         *,

@@ -14,8 +14,8 @@ from litestar.openapi.spec import Example
 from litestar.params import Body
 from litestar.response import Response, ServerSentEvent, ServerSentEventMessage
 
-from cari import collection as collections
-from cari.answer.service import Answerer, Prepared
+import cari.collection
+from cari.answer.service import Answerer, PreparedAnswer
 from cari.api.consistency import READS_ONLY, ConsistencyToken, token
 from cari.api.openapi import AnswerOperation, CollectionName, V1Operation
 from cari.api.problems import responses
@@ -67,7 +67,7 @@ async def answer(
 
 
 async def _messages(
-    answerer: Answerer, prepared: Prepared
+    answerer: Answerer, prepared: PreparedAnswer
 ) -> AsyncIterator[ServerSentEventMessage]:
     async for event in answerer.events(prepared):
         yield ServerSentEventMessage(
@@ -84,4 +84,6 @@ async def _messages(
     operation_class=V1Operation,
 )
 async def tool(conn: Conn, collection: CollectionName) -> Tool:
-    return msgspec.convert(search_tool.definition(await collections.get(conn, collection)), Tool)
+    return msgspec.convert(
+        search_tool.definition(await cari.collection.get(conn, collection)), Tool
+    )

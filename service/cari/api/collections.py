@@ -10,7 +10,7 @@ from litestar.di import NamedDependency
 from litestar.openapi.spec import Example
 from litestar.params import Body
 
-from cari import collection as collections
+import cari.collection
 from cari import synonyms
 from cari.api.openapi import CollectionName, V1Operation
 from cari.api.problems import responses
@@ -70,9 +70,9 @@ class CollectionsController(Controller):
     async def create(
         self, conn: Conn, state: AppState, data: Annotated[CollectionCreate, Body(examples=[NEW])]
     ) -> Collection:
-        created = await collections.create(conn, data, state.settings)
+        created = await cari.collection.create(conn, data, state.settings)
         state.runtime.searcher.collections.forget()
-        return collections.named(created, state.settings)
+        return cari.collection.named(created, state.settings)
 
     @get(
         "/",
@@ -82,7 +82,9 @@ class CollectionsController(Controller):
         operation_class=V1Operation,
     )
     async def index(self, conn: Conn, state: AppState) -> list[Collection]:
-        return [collections.named(c, state.settings) for c in await collections.list_all(conn)]
+        return [
+            cari.collection.named(c, state.settings) for c in await cari.collection.list_all(conn)
+        ]
 
     @get(
         "/{collection:str}",
@@ -92,7 +94,7 @@ class CollectionsController(Controller):
         operation_class=V1Operation,
     )
     async def get(self, conn: Conn, state: AppState, collection: CollectionName) -> Collection:
-        return collections.named(await collections.get(conn, collection), state.settings)
+        return cari.collection.named(await cari.collection.get(conn, collection), state.settings)
 
     @patch(
         "/{collection:str}",
@@ -108,9 +110,9 @@ class CollectionsController(Controller):
         collection: CollectionName,
         data: Annotated[CollectionUpdate, Body(examples=[CHANGE])],
     ) -> Collection:
-        updated = await collections.update(conn, collection, data)
+        updated = await cari.collection.update(conn, collection, data)
         state.runtime.searcher.collections.forget()
-        return collections.named(updated, state.settings)
+        return cari.collection.named(updated, state.settings)
 
     @delete(
         "/{collection:str}",
@@ -120,5 +122,5 @@ class CollectionsController(Controller):
         operation_class=V1Operation,
     )
     async def delete(self, conn: Conn, state: AppState, collection: CollectionName) -> None:
-        await collections.delete(conn, collection)
+        await cari.collection.delete(conn, collection)
         state.runtime.searcher.collections.forget()

@@ -27,12 +27,12 @@ def bm25() -> None:
 @click.option("-c", "--collection", help="Only this collection.")
 @user_errors
 def check(collection: str | None) -> None:
-    from cari import collection as collections
+    import cari.collection
 
     async def work(rt: Runtime) -> dict[str, dict[str, int]]:
         async with rt.pool.connection() as conn:
             return {
-                name: await collections.keyword_index_differences(conn, name)
+                name: await cari.collection.keyword_index_differences(conn, name)
                 for name in await _collection_names(conn, collection)
             }
 
@@ -48,13 +48,13 @@ def check(collection: str | None) -> None:
 @click.option("-c", "--collection", help="Only this collection.")
 @user_errors
 def repair(collection: str | None) -> None:
-    from cari import collection as collections
+    import cari.collection
 
     async def work(rt: Runtime) -> list[str]:
         async with rt.pool.connection() as conn:
             names = await _collection_names(conn, collection)
             for name in names:
-                await collections.rebuild_keyword_index(conn, name)
+                await cari.collection.rebuild_keyword_index(conn, name)
             return names
 
     for name in run(work, settings(statement_timeout_ms=0)):
@@ -62,8 +62,8 @@ def repair(collection: str | None) -> None:
 
 
 async def _collection_names(conn: psycopg.AsyncConnection[Any], only: str | None) -> list[str]:
-    from cari import collection as collections
+    import cari.collection
 
     if only is not None:
-        return [(await collections.get(conn, only)).name]
-    return [c.name for c in await collections.list_all(conn)]
+        return [(await cari.collection.get(conn, only)).name]
+    return [c.name for c in await cari.collection.list_all(conn)]

@@ -168,7 +168,7 @@ def reembed(collection: str | None, everything: bool, embedder: str | None) -> N
 async def _ingest(
     rt: Runtime,
     collection: str,
-    sources: Sequence[files.Source],
+    sources: Sequence[files.InputFile],
     *,
     create_language: str | None,
     create_embedder: str | None,
@@ -230,7 +230,7 @@ async def _ensure_collection(
     create_embedder: str | None,
     config: Settings,
 ) -> None:
-    from cari import collection as collections
+    import cari.collection
     from cari.errors import NotFound
     from cari.ingest import store
     from cari.schema.collections import CollectionCreate
@@ -244,7 +244,7 @@ async def _ensure_collection(
                 "or create it with POST /v1/collections"
             ) from None
         spec = CollectionCreate(name=name, language=create_language, embedder=create_embedder)
-        await collections.create(conn, spec, config)
+        await cari.collection.create(conn, spec, config)
 
 
 def _summarize(tally: Tally, seconds: float) -> None:

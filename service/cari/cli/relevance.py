@@ -20,13 +20,13 @@ if TYPE_CHECKING:
 @click.option("-c", "--collection", help="Only this collection.")
 @user_errors
 def refit(collection: str | None) -> None:
-    from cari import collection as collections
+    import cari.collection
     from cari.search import fit
 
     async def work(rt: Runtime) -> dict[str, dict[str, Any] | None]:
         if collection is None:
             async with rt.pool.connection() as conn:
-                names = [c.name for c in await collections.list_all(conn)]
+                names = [c.name for c in await cari.collection.list_all(conn)]
         else:
             names = [collection]
         return {name: await fit.fit(rt.pool, name, rt.embedders, rt.settings) for name in names}

@@ -168,8 +168,8 @@ def _print_results(response: SearchResponse) -> None:
     console = Console()
     if len(response.sub_queries) > 1:
         click.echo("sub-queries: " + " | ".join(response.sub_queries))
-    if response.intents != ["knowledge"]:
-        click.echo("intents: " + ", ".join(response.intents))
+    if response.routes != ["knowledge"]:
+        click.echo("routes: " + ", ".join(response.routes))
     table = Table(show_lines=False)
     for column in ("#", "relevance", "score", "id", "source", "title", "text"):
         table.add_column(column, overflow="fold")
@@ -198,12 +198,14 @@ def _print_explain(explain: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from cari.schema.search import RENAMED
+
     console = Console()
     plan = Table(title="plan", show_header=False)
     plan.add_column(overflow="fold")
     plan.add_column(overflow="fold")
     for key, value in explain.items():
-        if key not in ("sub_queries", "timings_ms"):
+        if key not in ("sub_queries", "timings_ms", *RENAMED.values()):
             plan.add_row(_label(key), _plain(value))
     console.print(plan)
     for part in explain.get("sub_queries", []):
@@ -216,7 +218,7 @@ def _print_explain(explain: dict[str, Any]) -> None:
             evidence = [_plain(chunk[k]) for k in ("relevance", "cosine", "dense", "coverage")]
             chunks.add_row(chunk["id"], *evidence, outcome)
         console.print(chunks)
-        for key in ("candidates", "keyword_postings_read", "query_vector_cached", "intents"):
+        for key in ("candidates", "keyword_postings_read", "query_vector_cached", "routes"):
             click.echo(f"{_label(key)}: {_plain(part[key])}")
         click.echo(f"{_label('timings_ms')}: {_plain(part['timings_ms'])}")
     timings = Table(title=_label("timings_ms"))

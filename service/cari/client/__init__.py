@@ -34,8 +34,8 @@ from cari.schema.answer import (
     Failed,
     LLMChunk,
     Metadata,
+    NumberedSource,
     SearchComplete,
-    Source,
 )
 from cari.schema.catalog import (
     CatalogImport,
@@ -50,6 +50,8 @@ from cari.schema.documents import Deleted, Document, DocumentIn, DocumentSummary
 from cari.schema.health import Health, Readiness
 from cari.schema.search import SearchRequest, SearchResponse, SearchResult
 from cari.schema.tool import Tool
+
+Source = NumberedSource  # its former name, kept for one release
 
 __all__ = [
     "APIError",
@@ -83,6 +85,7 @@ __all__ = [
     "LLMChunk",
     "Metadata",
     "NotFoundError",
+    "NumberedSource",
     "RatesImport",
     "Readiness",
     "Retries",

@@ -212,7 +212,7 @@ function pairs(rows) {
 export function plan(container, response) {
   const x = response.explain;
   if (!x) return container.replaceChildren();
-  const tokens = x.intent.exact_tokens.map((t) => `${t.text} (${t.kind})`).join(", ");
+  const tokens = x.signal.exact_tokens.map((t) => `${t.text} (${t.kind})`).join(", ");
   const weights = Object.entries(x.weights).map(([n, w]) => `${n} ${number(w, 3)}`).join(", ");
   const split = x.decomposition.sub_queries.length > 1;
   const settings = pairs([
@@ -244,19 +244,19 @@ export function plan(container, response) {
     : x.decomposition.kept_whole_because
       ? `Kept whole: ${x.decomposition.kept_whole_because}.`
       : "One question: nothing to split.";
-  const intents = Object.entries(x.intents);
+  const routes = Object.entries(x.routes);
   const parts = [
     el("h3", { text: "Settings applied" }),
     settings,
     el("h3", { text: "Sub-queries" }),
     el("p", { text: reason }),
     subQueries,
-    el("h3", { text: "Intents" }),
-    intents.length
+    el("h3", { text: "Routes" }),
+    routes.length
       ? el(
           "ul",
-          { class: "intents" },
-          intents.map(([name, evidence]) => el("li", {}, el("strong", { text: name }), `: ${evidence.join("; ")}`)),
+          { class: "routes" },
+          routes.map(([name, evidence]) => el("li", {}, el("strong", { text: name }), `: ${evidence.join("; ")}`)),
         )
       : el("p", { text: "None." }),
   ];

@@ -24,7 +24,7 @@ from cari.db.queries import query
 from cari.db.vector_space import Space, space
 from cari.errors import CariError
 from cari.ingest import files, store
-from cari.ingest.files import Failure, Source
+from cari.ingest.files import Failure, InputFile
 from cari.ingest.pipeline import Ingestor
 from cari.ingest.store import NewDocument
 from cari.settings import Settings
@@ -55,7 +55,7 @@ class Tally:
 async def ingest_sources(
     ingestor: Ingestor,
     collection: str,
-    sources: Sequence[Source],
+    sources: Sequence[InputFile],
     *,
     batch_size: int,
     workers: int,
@@ -134,7 +134,7 @@ async def _rebuild(conn: psycopg.AsyncConnection[Any], width: Space, settings: S
 async def _ingest(
     ingestor: Ingestor,
     collection: str,
-    sources: Sequence[Source],
+    sources: Sequence[InputFile],
     batch_size: int,
     workers: int,
     on_progress: Callable[[Tally], None],
@@ -180,7 +180,7 @@ async def _compact(ingestor: Ingestor, collection: str) -> None:
 
 
 def _documents(
-    sources: Sequence[Source], max_bytes: int, tally: Tally, on_progress: Callable[[Tally], None]
+    sources: Sequence[InputFile], max_bytes: int, tally: Tally, on_progress: Callable[[Tally], None]
 ) -> Iterator[NewDocument]:
     done = 0
     # One run stores one version of each id: later duplicates are failures, whatever the batch

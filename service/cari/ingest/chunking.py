@@ -26,7 +26,9 @@ TokenCounter = Callable[[str], int]
 
 
 @dataclass(frozen=True, slots=True)
-class Chunk:
+class NewChunk:
+    """A chunk cut from a document and not yet stored (a stored one is `schema.documents.Chunk`)."""
+
     ordinal: int  # 0.. across the whole document
     title: str  # the document's, on every chunk
     content: str
@@ -42,7 +44,7 @@ def chunk_document(
     max_tokens: int = 512,
     min_tokens: int = 256,
     overlap_tokens: int = 64,
-) -> list[Chunk]:
+) -> list[NewChunk]:
     """Chunks of at most `max_tokens`, each section on its own, ordinals running throughout.
 
     Chunks aim for at least `min_tokens` (a section's last one may be shorter); each one after
@@ -51,7 +53,7 @@ def chunk_document(
     if not 0 <= min_tokens <= max_tokens or not 0 <= overlap_tokens < max_tokens:
         raise ValueError("need 0 <= min_tokens <= max_tokens and 0 <= overlap_tokens < max_tokens")
     counter = _Counter(count_tokens, max_tokens)
-    chunks: list[Chunk] = []
+    chunks: list[NewChunk] = []
     for section in sections:
         whole = _whole(section.text, counter)
         if whole is not None:
@@ -59,7 +61,7 @@ def chunk_document(
         else:
             found = _Words(section.text, counter).chunks(min_tokens, overlap_tokens)
         for content, tokens in found:
-            chunks.append(Chunk(len(chunks), title, content, tokens, dict(section.metadata)))
+            chunks.append(NewChunk(len(chunks), title, content, tokens, dict(section.metadata)))
     return chunks
 
 

@@ -18,7 +18,7 @@ EXTENSIONS = {".txt", ".text", ".md", ".markdown", ".html", ".htm", ".jsonl", ".
 
 
 @dataclass(frozen=True, slots=True)
-class Source:
+class InputFile:
     """One input: a file (with the id its document gets) or standard input (JSON Lines)."""
 
     path: Path | None
@@ -51,30 +51,30 @@ def canonical(path: Path | str) -> str:
     return Path(os.path.relpath(absolute, here) if inside else absolute).as_posix()
 
 
-def expand(arguments: Sequence[str]) -> list[Source]:
+def expand(arguments: Sequence[str]) -> list[InputFile]:
     """Files as given, folders recursively (known extensions), globs; '-' is stdin."""
-    sources: list[Source] = []
+    sources: list[InputFile] = []
     for argument in arguments:
         if argument == "-":
-            sources.append(Source(None, "-"))
+            sources.append(InputFile(None, "-"))
             continue
         path = Path(argument)
         if path.is_dir():
             for file in sorted(p for p in path.rglob("*") if p.is_file()):
                 if file.suffix.lower() in EXTENSIONS:
-                    sources.append(Source(file, file.relative_to(path).as_posix()))
+                    sources.append(InputFile(file, file.relative_to(path).as_posix()))
         elif path.exists():
-            sources.append(Source(path, canonical(path)))
+            sources.append(InputFile(path, canonical(path)))
         else:
             matches = sorted(glob.glob(argument, recursive=True))
             files = [Path(m) for m in matches if Path(m).is_file()]
             if not files:
                 raise InvalidInput("PATH", f"'{argument}' matches no file")
-            sources.extend(Source(f, canonical(f)) for f in files)
+            sources.extend(InputFile(f, canonical(f)) for f in files)
     return sources
 
 
-def read(source: Source, max_bytes: int) -> Iterator[NewDocument | Failure]:
+def read(source: InputFile, max_bytes: int) -> Iterator[NewDocument | Failure]:
     """The documents of one source; a bad file or record becomes a Failure, not an exception."""
     try:
         with contextlib.ExitStack() as files:
@@ -86,7 +86,7 @@ def read(source: Source, max_bytes: int) -> Iterator[NewDocument | Failure]:
 
 
 def _items(
-    source: Source, max_bytes: int, files: contextlib.ExitStack
+    source: InputFile, max_bytes: int, files: contextlib.ExitStack
 ) -> tuple[str, Iterator[formats.ParsedDocument | formats.Rejected]]:
     """The format and parsed items; JSON Lines stream line by line, whatever their size."""
     if source.path is None:
@@ -100,7 +100,7 @@ def _items(
 
 
 def _read(
-    source: Source, max_bytes: int, files: contextlib.ExitStack
+    source: InputFile, max_bytes: int, files: contextlib.ExitStack
 ) -> Iterator[NewDocument | Failure]:
     fmt, items = _items(source, max_bytes, files)
     for item in items:
@@ -122,7 +122,7 @@ def _text_size(document: formats.ParsedDocument) -> int:
     return sum(len(s.text.encode()) for s in document.sections)
 
 
-def _document(parsed: formats.ParsedDocument, source: Source) -> NewDocument:
+def _document(parsed: formats.ParsedDocument, source: InputFile) -> NewDocument:
     fallback_title = "" if source.path is None else source.path.stem
     return NewDocument(
         external_id=parsed.id or source.document_id,

@@ -18,7 +18,7 @@ from cari.db.queries import query
 from cari.embed import Embedder, Embedders
 from cari.errors import EmbedderUnavailable
 from cari.ingest import store
-from cari.ingest.chunking import Chunk, TokenCounter, chunk_document
+from cari.ingest.chunking import NewChunk, TokenCounter, chunk_document
 from cari.ingest.store import CollectionRef, NewDocument, Status
 from cari.observability import metrics
 from cari.settings import Settings
@@ -46,7 +46,7 @@ class BatchResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def chunk(document: NewDocument, count_tokens: TokenCounter, settings: Settings) -> list[Chunk]:
+def chunk(document: NewDocument, count_tokens: TokenCounter, settings: Settings) -> list[NewChunk]:
     """Chunks sized so that title + chunk, as embedded, fits the model's window."""
     title_tokens = count_tokens(document.title) if document.title else 0
     return chunk_document(
@@ -96,7 +96,7 @@ class Ingestor:
         for document, chunks in zip(changed, chunked, strict=True):
             own = None if vectors is None else vectors[offset : offset + len(chunks)]
             offset += len(chunks)
-            prepared.append(store.Prepared(document, chunks, own))
+            prepared.append(store.PreparedDocument(document, chunks, own))
         statuses: dict[str, Status] = {}
         if prepared:
             async with self.pool.connection() as conn:
@@ -124,13 +124,15 @@ class Ingestor:
                 metrics.CHUNKS.labels("false").inc(len(item.chunks) - with_vector)
         return result
 
-    def _chunk_all(self, embedder: Embedder, documents: Sequence[NewDocument]) -> list[list[Chunk]]:
+    def _chunk_all(
+        self, embedder: Embedder, documents: Sequence[NewDocument]
+    ) -> list[list[NewChunk]]:
         return [chunk(d, embedder.count_tokens, self.settings) for d in documents]
 
     async def _embed(
         self,
         embedder: Embedder,
-        chunked: Sequence[Sequence[Chunk]],
+        chunked: Sequence[Sequence[NewChunk]],
         result: BatchResult,
         budget_s: float | None,
     ) -> list[np.ndarray | None] | None:

@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 from cari.collection import unknown_language
 from cari.db.queries import query
 from cari.errors import InvalidInput, NotFound
-from cari.ingest.chunking import Chunk
+from cari.ingest.chunking import NewChunk
 from cari.ingest.formats import Section
 
 Conn = psycopg.AsyncConnection[Any]
@@ -148,16 +148,20 @@ async def stored_hashes(
 
 
 @dataclass(frozen=True, slots=True)
-class Prepared:
+class PreparedDocument:
     """A document ready to store: its chunks and their vectors (None: embed later)."""
 
     document: NewDocument
-    chunks: Sequence[Chunk]
+    chunks: Sequence[NewChunk]
     vectors: Sequence[np.ndarray | None] | None
 
 
 async def write_documents(
-    conn: Conn, collection: CollectionRef, batch: Sequence[Prepared], *, compact: bool = True
+    conn: Conn,
+    collection: CollectionRef,
+    batch: Sequence[PreparedDocument],
+    *,
+    compact: bool = True,
 ) -> dict[str, Status]:
     """Store the documents and all their chunks in one transaction (a savepoint when nested),
     then fold the BM25 statistics deltas unless `compact` is false (a bulk load folds now and
@@ -179,7 +183,7 @@ async def write_documents(
             if not await embedder_unchanged(conn, collection):
                 # Moved to another embedder since these were embedded: stored without vectors, the
                 # server's re-embedding gives them the new model's.
-                batch = [Prepared(p.document, p.chunks, None) for p in batch]
+                batch = [PreparedDocument(p.document, p.chunks, None) for p in batch]
             cur = await conn.execute(
                 query("documents_upsert"),
                 {
@@ -221,7 +225,7 @@ async def write_documents(
 
 def _chunk_rows(
     collection: CollectionRef,
-    batch: Sequence[Prepared],
+    batch: Sequence[PreparedDocument],
     written: dict[str, int],
     languages: dict[str | None, int],
 ) -> Iterator[tuple[Any, ...]]:

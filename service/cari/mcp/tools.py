@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from cari import collection as collections
+import cari.collection
 from cari.db.replicas import Node
 from cari.errors import InvalidInput
 from cari.ingest import stored
@@ -54,8 +54,8 @@ async def _answer(rt: Runtime, collection: str, request: AnswerRequest) -> Answe
 async def _list_collections(rt: Runtime, _collection: str, _request: NoArguments) -> Collections:
     async def listed(node: Node) -> Collections:
         async with node.pool.connection() as conn:
-            listed = await collections.list_all(conn)
-            return Collections([collections.named(c, rt.settings) for c in listed])
+            listed = await cari.collection.list_all(conn)
+            return Collections([cari.collection.named(c, rt.settings) for c in listed])
 
     return await rt.reads.run(None, listed)  # on a read replica, if there is one
 
@@ -69,7 +69,9 @@ async def _get_document(rt: Runtime, collection: str, request: GetDocument) -> D
 
 
 @dataclass(frozen=True, slots=True)
-class Tool:
+class MCPTool:
+    """One MCP tool: its name and texts, its arguments' and result's structs, what it runs."""
+
     name: str
     title: str
     description: str
@@ -83,7 +85,7 @@ class Tool:
 TOOLS = {
     tool.name: tool
     for tool in (
-        Tool(
+        MCPTool(
             "search",
             "Search a collection",
             "Search a Cari collection (hybrid keyword and semantic search) for the passages, "
@@ -101,7 +103,7 @@ TOOLS = {
             SearchResponse,
             _search,
         ),
-        Tool(
+        MCPTool(
             "answer",
             "Answer a question, citing sources",
             "Answer a question from a Cari collection, citing its sources as [1], [2], ...: "
@@ -115,7 +117,7 @@ TOOLS = {
             _answer,
             omit=frozenset({"stream"}),  # a tool's result comes whole
         ),
-        Tool(
+        MCPTool(
             "list_collections",
             "List collections",
             "List the Cari collections (knowledge bases) there are to search, with their "
@@ -125,7 +127,7 @@ TOOLS = {
             _list_collections,
             collection=False,
         ),
-        Tool(
+        MCPTool(
             "get_document",
             "Read a document",
             "Read a document of a Cari collection by its id (a search result's "
@@ -151,7 +153,7 @@ DESCRIPTIONS = {
 
 
 @cache
-def input_schema(tool: Tool) -> dict[str, Any]:
+def input_schema(tool: MCPTool) -> dict[str, Any]:
     """The JSON schema of the tool's arguments: the collection, then the request's fields.
     (Shared: not to be changed by callers.)"""
     fields, required = arguments(tool.request)
@@ -172,7 +174,7 @@ def input_schema(tool: Tool) -> dict[str, Any]:
 
 
 @cache
-def output_schema(tool: Tool) -> dict[str, Any]:
+def output_schema(tool: MCPTool) -> dict[str, Any]:
     """The JSON schema of the tool's structured result: the response struct's, its definition
     at the root (MCP wants an object there) beside the definitions it refers to."""
     schema = msgspec.json.schema(tool.response)
@@ -180,7 +182,7 @@ def output_schema(tool: Tool) -> dict[str, Any]:
     return {**definitions[tool.response.__name__], "$defs": definitions}
 
 
-async def call(rt: Runtime, tool: Tool, given: dict[str, Any]) -> msgspec.Struct:
+async def call(rt: Runtime, tool: MCPTool, given: dict[str, Any]) -> msgspec.Struct:
     """Run `tool` with the arguments `given`; a CariError says what is wrong with them."""
     for name in given:
         if name not in input_schema(tool)["properties"]:

@@ -38,7 +38,9 @@ class AnswerRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     stream: bool = False
 
 
-class Source(msgspec.Struct):
+class NumberedSource(msgspec.Struct):
+    """A search result as an answer numbers it: `[number]` in the answer cites it."""
+
     number: int
     result: SearchResult
 
@@ -48,7 +50,7 @@ class AnswerResponse(msgspec.Struct):
     answer: str
     no_information: bool
     citations: dict[str, Citation]
-    sources: list[Source]
+    sources: list[NumberedSource]
     model: str | None  # None: no answer was written (no information)
     usage: dict[str, int | None] | None
     invented_citations: list[int]
@@ -60,7 +62,7 @@ class AnswerResponse(msgspec.Struct):
 
 
 class SearchComplete(msgspec.Struct):
-    sources: list[Source]
+    sources: list[NumberedSource]
 
 
 class LLMChunk(msgspec.Struct):

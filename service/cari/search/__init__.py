@@ -1,1 +1,1 @@
-"""Search: query intent, metadata filters, hybrid retrieval and fusion."""
+"""Search: query signals and routes, metadata filters, hybrid retrieval and fusion."""

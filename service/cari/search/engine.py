@@ -2,7 +2,7 @@
 
 Shared by the HTTP API and the CLI. For one question:
 
-1. Analyse: exact tokens (`intent`), decomposition into sub-queries (`decompose`).
+1. Analyse: exact tokens (`signals`), decomposition into sub-queries (`decompose`).
 2. Per sub-query, in parallel: keyword and vector retrieval, each on its own pooled connection
    (the query embedding is computed while the keyword query already runs), fused
    (`fusion`); the head of the fused list gets its absolute relevance and band (`relevance`).
@@ -47,8 +47,7 @@ from cari.errors import (
 )
 from cari.observability import metrics, tracing
 from cari.schema.search import Explain, RetrieverHit, SearchRequest, SearchResponse, SearchResult
-from cari.search import bm25, highlights, relevance, structured
-from cari.search import intent as intents
+from cari.search import bm25, highlights, relevance, signals, structured
 from cari.search.collection_rows import CollectionRows
 from cari.search.decompose import CollectionVocabulary, Decomposition, decompose, propose
 from cari.search.explain import explain
@@ -134,7 +133,7 @@ class Searcher:
         text = _query_text(request)
         filters = compile_filters(request.filters)
         collection = await self._collection(pool, collection_name)
-        exact = intents.detect(text)
+        exact = signals.detect(text)
         warnings: list[str] = []
         rerank = self._reranks(request, warnings)
         top_k = request.top_k or collection.top_k
@@ -157,8 +156,9 @@ class Searcher:
         if rerank and chunks:
             chunks = await _timed(timings, "rerank", self._rerank(text, chunks, top_k, warnings))
         del chunks[top_k:]
+        routes = list(_union_routes(parts))
         found = structured.Found([], {})
-        if request.structured and set(_union_routes(parts)) - {"knowledge"}:
+        if request.structured and set(routes) - {"knowledge"}:
             found = await _timed(
                 timings, "structured", self._structured(pool, collection, plan, text, parts, top_k)
             )
@@ -167,8 +167,10 @@ class Searcher:
         return SearchResponse(
             query=request.query,
             mode=plan.mode,
+            signal=exact.name,
+            routes=routes,
             intent=exact.name,
-            intents=list(_union_routes(parts)),
+            intents=list(routes),
             sub_queries=list(decomposition.parts),
             results=[*(_structured_result(s) for s in found.sources), *chunks],
             degraded=degraded,
@@ -500,16 +502,16 @@ def _interleave(lists: Sequence[list[Fused]], top_k: int) -> list[tuple[Fused, i
 
 
 def _union_routes(parts: Sequence[Part]) -> dict[str, list[str]]:
-    """Intent -> the evidence from each sub-query that routed to it."""
+    """Route -> the evidence from each sub-query that routed to it."""
     routes: dict[str, list[str]] = {}
     for part in parts:
         if part.routing is not None:
-            for name in part.routing.intents:
+            for name in part.routing.routes:
                 routes.setdefault(name, []).append(part.routing.evidence[name])
     return routes
 
 
-def _structured_result(source: structured.Source) -> SearchResult:
+def _structured_result(source: structured.StructuredSource) -> SearchResult:
     return SearchResult(
         id=source.id,
         kind=source.kind,

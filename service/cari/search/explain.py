@@ -19,11 +19,11 @@ from cari.schema.search import (
     SubQueryExplain,
     WeighedChunk,
 )
-from cari.search import intent as intents
 from cari.search import relevance
 from cari.search.decompose import Decomposition
 from cari.search.fusion import Fused
 from cari.search.plan import Part, Plan
+from cari.search.signals import Signal
 
 
 def explain(
@@ -31,7 +31,7 @@ def explain(
     served_by: str,
     request: SearchRequest,
     plan: Plan,
-    exact: intents.Intent,
+    exact: Signal,
     decomposition: Decomposition,
     parts: Sequence[Part],
     routes: dict[str, list[str]],
@@ -44,18 +44,20 @@ def explain(
     first = parts[0]
     embedded = [p for p in parts if p.vector is not None]
     scale = first.scale or default_scale
+    signal = ExactTokens(
+        name=exact.name, exact_tokens=[ExactToken(t.text, t.kind) for t in exact.exact_tokens]
+    )
     return Explain(
         served_by=served_by,  # primary, or the replica (cari.db.replicas)
         mode=plan.mode,
-        intent=ExactTokens(
-            name=exact.name,
-            exact_tokens=[ExactToken(t.text, t.kind) for t in exact.exact_tokens],
-        ),
+        signal=signal,
+        intent=signal,
         decomposition=DecompositionExplain(
             sub_queries=list(decomposition.parts),
             pattern=decomposition.pattern,
             kept_whole_because=decomposition.reason,
         ),
+        routes=routes,
         intents=routes,
         fusion=plan.method,
         weights=plan.weights,
@@ -95,12 +97,14 @@ def _part(part: Part, plan: Plan, default_scale: relevance.Scale) -> SubQueryExp
         reason = f"relevance below {threshold * relevance.SUPPORT:g}, half the threshold"
     else:
         reason = f"no chunk reaches the threshold {threshold:g}: off-topic here"
+    routes = {} if part.routing is None else part.routing.evidence
     return SubQueryExplain(
         query=part.text,
         candidates={name: len(found) for name, found in part.lists.items()},
         keyword_postings_read=part.postings_read,
         query_vector_cached=part.cached,
-        intents={} if part.routing is None else part.routing.evidence,
+        routes=routes,
+        intents=routes,
         kept=[WeighedChunk(**weighed(f)) for f in part.kept],
         dropped=[DroppedChunk(**weighed(f), reason=reason) for f in part.dropped],
         timings_ms={k: round(v, 3) for k, v in part.timings.items()},

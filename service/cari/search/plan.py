@@ -11,8 +11,7 @@ import numpy as np
 from cari.db.vector_space import Space
 from cari.limits import Method, Mode
 from cari.schema.search import SearchRequest
-from cari.search import intent as intents
-from cari.search import relevance
+from cari.search import relevance, signals
 from cari.search.decompose import Decomposition
 from cari.search.fusion import Candidate, Fused
 from cari.search.router import Routing
@@ -78,13 +77,16 @@ def plan(
     boosted: bool,
 ) -> Plan:
     """`boosted`: the query holds exact tokens, so keyword search weighs more (the settings'
-    `intent_*_boost`)."""
+    `exact_token_*_boost`)."""
     base = {
         "keyword": _pick(request.keyword_weight, collection.keyword_weight),
         "vector": _pick(request.vector_weight, collection.vector_weight),
     }
     boost = (
-        {"keyword": settings.intent_keyword_boost, "vector": settings.intent_vector_boost}
+        {
+            "keyword": settings.exact_token_keyword_boost,
+            "vector": settings.exact_token_vector_boost,
+        }
         if boosted
         else {"keyword": 1.0, "vector": 1.0}
     )
@@ -116,7 +118,7 @@ class Analysis:
     """The query as analysed: its text, its exact tokens, its sub-queries."""
 
     text: str
-    exact: intents.Intent
+    exact: signals.Signal
     decomposition: Decomposition
 
 

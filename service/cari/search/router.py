@@ -1,4 +1,4 @@
-"""The intent router: which sources a question needs besides the documents.
+"""The router: which sources a question needs besides the documents.
 
 `knowledge` (the documents) always; `pricing` and `financing` when the question holds one of
 the collection's keywords for them (EN and ID lists by default, configurable per collection);
@@ -7,7 +7,7 @@ a word list ("what material is it made of?", "does it support Bluetooth?", "bera
 dimensinya?"), so they are recognised by meaning: the query embedding is compared with example
 questions of each kind, and the question routes to specs when its nearest examples are specs
 questions. A few unmistakable words ("spesifikasi", "specs") route it too, also in keyword mode
-where no query embedding exists. Several intents may hold at once.
+where no query embedding exists. Several routes may hold at once.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 
 from cari.embed import Embedder
 
-Intent = Literal["knowledge", "pricing", "specs", "financing"]
+Route = Literal["knowledge", "pricing", "specs", "financing"]
 
 SPECS_KEYWORDS = (
     "spesifikasi", "spek", "spec", "specs", "specification", "specifications", "fitur",
@@ -31,7 +31,7 @@ SPECS_KEYWORDS = (
 )  # fmt: skip
 
 # Questions about a product's attributes, for any kind of product, and questions that are not
-# (about prices and payments too: those have their own intents).
+# (about prices and payments too: those have their own routes).
 SPECS_EXAMPLES = (
     "what are the specifications?",
     "what material is it made of?",
@@ -98,8 +98,8 @@ NEIGHBOURS = 3  # specs when most of the nearest examples are specs questions
 
 @dataclass(frozen=True, slots=True)
 class Routing:
-    intents: tuple[Intent, ...]  # "knowledge" first, then the others in a fixed order
-    evidence: dict[str, str]  # intent -> why it was chosen
+    routes: tuple[Route, ...]  # "knowledge" first, then the others in a fixed order
+    evidence: dict[str, str]  # route -> why it was chosen
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +137,7 @@ class Router:
         self._lock = asyncio.Lock()
 
     async def route(self, text: str, vector: np.ndarray | None, keywords: Keywords) -> Routing:
-        """The intents of `text`; `vector` is its query embedding, None in keyword mode."""
+        """The routes of `text`; `vector` is its query embedding, None in keyword mode."""
         lowered = _words(text)
         evidence: dict[str, str] = {"knowledge": "always"}
         if found := _first_keyword(lowered, keywords.pricing):
@@ -150,8 +150,8 @@ class Router:
             evidence["financing"] = f"keyword '{found}'"
             # An installment is computed from the product's price.
             evidence.setdefault("pricing", "financing needs the price")
-        order: tuple[Intent, ...] = ("knowledge", "pricing", "specs", "financing")
-        return Routing(tuple(i for i in order if i in evidence), evidence)
+        order: tuple[Route, ...] = ("knowledge", "pricing", "specs", "financing")
+        return Routing(tuple(r for r in order if r in evidence), evidence)
 
     async def _specs_by_meaning(self, vector: np.ndarray) -> str | None:
         examples, is_specs = await self._example_vectors()

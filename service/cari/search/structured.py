@@ -28,11 +28,11 @@ from cari.search.amounts import FinancingTerms, parse_financing
 from cari.search.installments import RateType, monthly_payment
 from cari.search.router import Routing
 
-PRODUCT_INTENTS = frozenset({"pricing", "specs", "financing"})
+PRODUCT_ROUTES = frozenset({"pricing", "specs", "financing"})
 
 
 @dataclass(frozen=True, slots=True)
-class Source:
+class StructuredSource:
     id: str
     kind: Literal["catalog", "financing"]
     title: str
@@ -44,7 +44,7 @@ class Source:
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    sources: list[Source]
+    sources: list[StructuredSource]
     explain: dict[str, Any]
 
 
@@ -59,8 +59,8 @@ async def sources(
 ) -> Found:
     """The structured sources for `text`, whose sub-queries are `parts` (text, query vector,
     routing; `space` is the vectors'), most relevant first, at most `limit` catalog items."""
-    routed = [(t, v) for t, v, r in parts if PRODUCT_INTENTS & set(r.intents)]
-    financing = any("financing" in r.intents for _, _, r in parts)
+    routed = [(t, v) for t, v, r in parts if PRODUCT_ROUTES & set(r.routes)]
+    financing = any("financing" in r.routes for _, _, r in parts)
     searches = await asyncio.gather(
         *(search_catalog(pool, collection_id, t, v, space, limit) for t, v in routed)
     )
@@ -92,7 +92,7 @@ async def sources(
     return Found(found, explain)
 
 
-def _catalog_source(hit: CatalogHit) -> Source:
+def _catalog_source(hit: CatalogHit) -> StructuredSource:
     item = hit.item
     name = " ".join(filter(None, (item.name, item.variant)))
     lines = [f"{name} (SKU {item.sku})"]
@@ -104,7 +104,7 @@ def _catalog_source(hit: CatalogHit) -> Source:
         ranks["keyword"] = (hit.keyword_rank, hit.relevance)
     if hit.vector_rank is not None and hit.cosine is not None:
         ranks["vector"] = (hit.vector_rank, hit.cosine)
-    return Source(
+    return StructuredSource(
         id=f"catalog:{item.sku}",
         kind="catalog",
         title=name,
@@ -124,7 +124,7 @@ def _catalog_source(hit: CatalogHit) -> Source:
 
 def _financing_sources(
     products: Sequence[CatalogHit], terms: FinancingTerms, rates: Sequence[FinancingRate]
-) -> list[Source]:
+) -> list[StructuredSource]:
     if not rates:
         if not products:  # no catalog, no rates: "interest" meant something else here
             return []
@@ -165,7 +165,7 @@ def _plans(
     terms: FinancingTerms,
     rates: Sequence[FinancingRate],
     notes: list[str],
-) -> Source:
+) -> StructuredSource:
     asked = terms.down_payment
     if asked is None and terms.down_payment_share is not None:
         asked = price * terms.down_payment_share
@@ -206,7 +206,7 @@ def _plans(
             )
         plans.append(plan)
     lines += [f"Note: {note}" for note in notes]
-    return Source(
+    return StructuredSource(
         id=f"financing:{sku}",
         kind="financing",
         title=f"Installments: {name}",
@@ -223,8 +223,8 @@ def _plans(
     )
 
 
-def _status(status: str, message: str) -> Source:
-    return Source(
+def _status(status: str, message: str) -> StructuredSource:
+    return StructuredSource(
         id=f"financing:{status}",
         kind="financing",
         title="Installments",

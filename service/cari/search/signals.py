@@ -1,4 +1,4 @@
-"""Query intent: does the query name an exact token (SKU, error code, id, version)?
+"""Query signals: does the query name an exact token (SKU, error code, id, version)?
 
 Such tokens are found by keyword search far better than by embeddings, so their presence shifts
 the fusion weights toward keyword. A false positive shifts them for a natural question, so every
@@ -49,7 +49,7 @@ class ExactToken:
 
 
 @dataclass(frozen=True, slots=True)
-class Intent:
+class Signal:
     exact_tokens: tuple[ExactToken, ...]
 
     @property
@@ -57,7 +57,7 @@ class Intent:
         return "exact_token" if self.exact_tokens else "general"
 
 
-def detect(query: str) -> Intent:
+def detect(query: str) -> Signal:
     """The exact tokens in `query`, in order of appearance, each once."""
     found: dict[str, ExactToken] = {}
     previous = ""
@@ -68,7 +68,7 @@ def detect(query: str) -> Intent:
         if kind is not None and text not in found:
             found[text] = ExactToken(text, kind)
         previous = text
-    return Intent(tuple(found.values()))
+    return Signal(tuple(found.values()))
 
 
 def _kind(token: str, previous: str) -> Kind | None:

@@ -1,6 +1,6 @@
 import pytest
 
-from cari.search.intent import ExactToken, Intent, detect
+from cari.search.signals import ExactToken, Signal, detect
 
 FOUND = [
     # SKUs and product codes
@@ -84,19 +84,19 @@ NOT_FOUND = [
 
 @pytest.mark.parametrize(("query", "expected"), FOUND)
 def test_exact_tokens_are_found(query: str, expected: list[tuple[str, str]]) -> None:
-    intent = detect(query)
-    assert [(t.text, t.kind) for t in intent.exact_tokens] == expected
-    assert intent.name == "exact_token"
+    signal = detect(query)
+    assert [(t.text, t.kind) for t in signal.exact_tokens] == expected
+    assert signal.name == "exact_token"
 
 
 @pytest.mark.parametrize("query", NOT_FOUND)
 def test_natural_language_has_no_exact_tokens(query: str) -> None:
-    assert detect(query) == Intent(())
+    assert detect(query) == Signal(())
     assert detect(query).name == "general"
 
 
 def test_tokens_are_not_found_inside_longer_words() -> None:
-    assert detect("kodeSKU-9942-Xé dan café0x80070005") == Intent(())
+    assert detect("kodeSKU-9942-Xé dan café0x80070005") == Signal(())
 
 
 def test_exact_token_keeps_the_query_spelling() -> None:
