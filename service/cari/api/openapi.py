@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any
 
 from litestar.openapi.spec import (
@@ -25,6 +26,7 @@ from litestar.typing import FieldDefinition
 
 from cari.api import problems
 from cari.schema.answer import EVENTS
+from cari.schema.catalog import FRACTION_BELOW, FRACTION_TEXT, PRICE_BELOW, PRICE_TEXT
 from cari.schema.consistency import HEADER, TOKEN_PATTERN
 
 if TYPE_CHECKING:
@@ -211,6 +213,9 @@ def state_rules(openapi: OpenAPI, embedders: list[str]) -> None:
                         max_items=1000,
                     ),
                 }
+    _amount(schemas["CatalogItemIn"], "price", PRICE_TEXT, PRICE_BELOW, nullable=True)
+    for field in ("rate", "min_down_payment"):
+        _amount(schemas["FinancingRateIn"], field, FRACTION_TEXT, FRACTION_BELOW)
     currency = _property(schemas["CatalogItemIn"], "currency")
     currency.pattern, currency.min_length, currency.max_length = CURRENCY, 3, 3
     put_id = _property(schemas["DocumentIn"], "id")
@@ -248,6 +253,19 @@ def state_rules(openapi: OpenAPI, embedders: list[str]) -> None:
             if operation is not None:
                 _state_operation(operation)
                 _link(operation)
+
+
+def _amount(
+    schema: Schema, field: str, pattern: str, below: Decimal, *, nullable: bool = False
+) -> None:
+    """An amount: a number from 0 to `below` (rounded to its column's step), or a decimal
+    string matching `pattern` (exact); the server's `cari.catalog.store._amount`."""
+    amount = _property(schema, field)
+    amount.one_of = [
+        Schema(type=OpenAPIType.NUMBER, minimum=0.0, exclusive_maximum=float(below)),
+        Schema(type=OpenAPIType.STRING, pattern=pattern),
+        *([Schema(type=OpenAPIType.NULL)] if nullable else []),
+    ]
 
 
 def _state_operation(operation: Operation) -> None:
