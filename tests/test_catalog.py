@@ -145,9 +145,9 @@ ITEM_ERRORS = [
     ({"sku": "  "}, "items[3].sku: is empty"),
     ({"sku": "X" * 201}, "items[3].sku: is 201 characters, over the 200 limit"),
     ({"name": ""}, "items[3].name: is empty"),
-    ({"name": "a\x00b"}, "items[3].name: contains a NUL character"),
+    ({"name": "a\x00b"}, "items[3].name: must not hold a NUL character (U+0000)"),
     ({"attributes": ["bluetooth"]}, "items[3].attributes: Expected `object`, got `array`"),
-    ({"attributes": {"a": "\x00"}}, "items[3].attributes: contains a NUL character"),
+    ({"attributes": {"a": "\x00"}}, "items[3].attributes: must not hold a NUL character (U+0000)"),
     ({"colour": "red"}, "items[3].colour: is not a known field"),
     ({"sku": "VLZ-15-Q"}, "items[3].sku: 'VLZ-15-Q' appears twice (also items[0])"),
 ]

@@ -25,6 +25,7 @@ from litestar.plugins import OpenAPISchemaPlugin
 from litestar.typing import FieldDefinition
 
 from cari.api import problems
+from cari.limits import NUL_FREE
 from cari.schema.answer import EVENTS
 from cari.schema.catalog import FRACTION_BELOW, FRACTION_TEXT, PRICE_BELOW, PRICE_TEXT
 from cari.schema.consistency import HEADER, TOKEN_PATTERN
@@ -149,7 +150,12 @@ class AnswerOperation(V1Operation):
 
 # Patterns of values the server refuses that their types do not say (JSON Schema patterns are
 # searches: anchored where the whole value must match).
-NOT_BLANK = r"\S"  # some character other than whitespace (the server strips, then checks)
+# Some character other than whitespace or NUL: the server strips (a question and a document's text
+# drop their NULs first), then checks. Any other string must hold no NUL at all.
+NOT_BLANK = r"[^\s\x00]"
+NOT_BLANK_NUL_FREE = r"^[^\x00]*[^\s\x00][^\x00]*$"
+# The strings whose NULs the server drops rather than refuses.
+_NUL_DROPPED = ("query", "text", "content")
 CURRENCY = r"^[A-Z]{3}"  # ISO 4217, with a length of 3 (no `$`: tools let it end in "\n")
 CURSOR = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"  # unpadded base64url, 2+ characters
 SCALE_ORDER = " `cosine_floor` must be below `cosine_ceiling` (a 422 otherwise)."
@@ -253,6 +259,56 @@ def state_rules(openapi: OpenAPI, embedders: list[str]) -> None:
             if operation is not None:
                 _state_operation(operation)
                 _link(operation)
+    for name in (*_CLOSED, "NewDocument"):
+        _nul_free(schemas[name])
+    # Free-form JSON (a document's metadata, an item's attributes): no NUL in a key or a string.
+    schemas["JsonValue"] = JSON_VALUE
+    for name, field in (
+        ("DocumentIn", "metadata"),
+        ("NewDocument", "metadata"),
+        ("CatalogItemIn", "attributes"),
+    ):
+        free = _property(schemas[name], field)
+        free.property_names, free.additional_properties = _NUL_FREE, _ref("JsonValue")
+
+
+def _ref(name: str) -> Reference:
+    return Reference(f"#/components/schemas/{name}")
+
+
+_NUL_FREE = Schema(type=OpenAPIType.STRING, pattern=NUL_FREE)
+JSON_VALUE = Schema(
+    description="Any JSON value with no NUL (U+0000) in a string or a key, which PostgreSQL "
+    "cannot store.",
+    any_of=[
+        _NUL_FREE,
+        Schema(type=[OpenAPIType.NUMBER, OpenAPIType.BOOLEAN, OpenAPIType.NULL]),
+        Schema(type=OpenAPIType.ARRAY, items=_ref("JsonValue")),
+        Schema(
+            type=OpenAPIType.OBJECT,
+            property_names=_NUL_FREE,
+            additional_properties=_ref("JsonValue"),
+        ),
+    ],
+)
+
+
+def _nul_free(schema: Schema | Reference, name: str = "") -> None:
+    """States on every string of a request's `schema` (`name` the property it is) that it holds
+    no NUL, which the server refuses (`cari.limits.refuse_nul`), but on those that drop it."""
+    if not isinstance(schema, Schema):
+        return
+    if schema.type == OpenAPIType.STRING and schema.enum is None and name not in _NUL_DROPPED:
+        if schema.pattern is None:
+            schema.pattern = NUL_FREE
+        elif schema.pattern == NOT_BLANK:
+            schema.pattern = NOT_BLANK_NUL_FREE
+    for key, value in (schema.properties or {}).items():
+        _nul_free(value, key)
+    for shape in (*(schema.one_of or []), *(schema.any_of or []), *(schema.all_of or [])):
+        _nul_free(shape, name)
+    if isinstance(schema.items, Schema):
+        _nul_free(schema.items, name)
 
 
 def _amount(
@@ -274,6 +330,8 @@ def _state_operation(operation: Operation) -> None:
             if parameter.name == "cursor":
                 parameter.schema.pattern = CURSOR
                 parameter.schema.min_length = 2
+            elif parameter.name == "source":
+                parameter.schema.pattern = NUL_FREE
             elif parameter.name == HEADER:  # a header is a string when sent: never null
                 parameter.schema.pattern = TOKEN_PATTERN
                 parameter.schema.one_of, parameter.schema.type = None, OpenAPIType.STRING

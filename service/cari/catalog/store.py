@@ -22,8 +22,8 @@ from psycopg_pool import AsyncConnectionPool
 from cari.db.queries import query
 from cari.embed import Embedders
 from cari.errors import MISSING_FIELD, UNKNOWN_FIELD, Conflict, InvalidInput, NotFound
-from cari.ingest.store import CollectionRef, collection_ref, embedder_unchanged, json_strings
-from cari.limits import bounds
+from cari.ingest.store import CollectionRef, collection_ref, embedder_unchanged
+from cari.limits import bounds, refuse_nul
 from cari.schema.catalog import (
     FRACTION_BELOW,
     FRACTION_TEXT,
@@ -61,10 +61,8 @@ def catalog_item(raw: object) -> CatalogItemIn:
     if not sku.strip("/"):  # a URL path cannot tell `…/catalog/%2F` from `…/catalog`
         raise InvalidInput("sku", "must hold a character other than '/'")
     name = _text("name", item.name)
-    if "\x00" in item.variant:
-        raise InvalidInput("variant", "contains a NUL character")
-    if any("\x00" in text for text in json_strings(item.attributes)):
-        raise InvalidInput("attributes", "contains a NUL character")
+    refuse_nul("variant", item.variant)
+    refuse_nul("attributes", item.attributes)
     given = cast(dict[str, Any], raw).get("price")
     price = None if given is None else _amount("price", given, _PRICE)
     if not CURRENCY.fullmatch(item.currency):
@@ -238,8 +236,7 @@ def _text(field: str, value: str, limit: int | None = None) -> str:
         raise InvalidInput(field, "is empty")
     if limit is not None and len(value) > limit:
         raise InvalidInput(field, f"is {len(value)} characters, over the {limit} limit")
-    if "\x00" in value:
-        raise InvalidInput(field, "contains a NUL character")
+    refuse_nul(field, value)
     return value
 
 

@@ -21,6 +21,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from cari.errors import InvalidInput
+from cari.limits import refuse_nul
 
 MAX_KEY_LENGTH = 200
 MAX_VALUES = 1000
@@ -157,8 +158,7 @@ def _bound(value: Any, field: str) -> Any:
 def _check_json(value: Any, field: str) -> None:
     """Reject what PostgreSQL cannot store as jsonb or text, so it is bad input, not a SQL error."""
     if isinstance(value, str):
-        if "\x00" in value:
-            raise InvalidInput(field, "must not contain NUL characters")
+        refuse_nul(field, value)
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidInput(field, "numbers must be finite")
