@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any
@@ -29,6 +30,13 @@ from cari.limits import NUL_FREE
 from cari.schema.answer import EVENTS
 from cari.schema.catalog import FRACTION_BELOW, FRACTION_TEXT, PRICE_BELOW, PRICE_TEXT
 from cari.schema.consistency import HEADER, TOKEN_PATTERN
+from cari.search.filters import (
+    MAX_KEY_LENGTH,
+    MAX_KEYS,
+    MAX_VALUES,
+    OPERATOR_NAMES,
+    RANGE_OPERATORS,
+)
 
 if TYPE_CHECKING:
     from litestar._openapi.schema_generation import SchemaCreator
@@ -211,7 +219,7 @@ def state_rules(openapi: OpenAPI, embedders: list[str]) -> None:
             if isinstance(shape, Schema) and shape.type == OpenAPIType.OBJECT:
                 shape.additional_properties = False
                 shape.properties = {
-                    "metadata": Schema(type=OpenAPIType.OBJECT),
+                    "metadata": _ref("MetadataFilter"),
                     "document_ids": Schema(
                         type=OpenAPIType.ARRAY,
                         items=Schema(type=OpenAPIType.STRING, min_length=1),
@@ -263,6 +271,7 @@ def state_rules(openapi: OpenAPI, embedders: list[str]) -> None:
         _nul_free(schemas[name])
     # Free-form JSON (a document's metadata, an item's attributes): no NUL in a key or a string.
     schemas["JsonValue"] = JSON_VALUE
+    schemas["MetadataFilter"] = METADATA_FILTER
     for name, field in (
         ("DocumentIn", "metadata"),
         ("NewDocument", "metadata"),
@@ -290,6 +299,58 @@ JSON_VALUE = Schema(
             additional_properties=_ref("JsonValue"),
         ),
     ],
+)
+# The metadata filter's grammar (`cari.search.filters`): up to 64 keys, each matching a value
+# (containment), any of a list of values (`in`), or a range (`gte`, `lte`: both numbers or both
+# strings). An object holding an operator's name is an operator object, so a misspelt operator
+# is refused rather than matched as a value.
+_BOUND = {
+    "number": Schema(type=OpenAPIType.NUMBER),
+    "string": _NUL_FREE,
+}
+METADATA_FILTER = Schema(
+    type=OpenAPIType.OBJECT,
+    description='Each key (a metadata key) to a value it equals, `{"in": [values]}` or a '
+    'range `{"gte": low, "lte": high}` (either bound or both, both numbers or both '
+    "strings: numbers compare numerically, strings lexicographically).",
+    max_properties=MAX_KEYS,
+    property_names=Schema(
+        type=OpenAPIType.STRING, min_length=1, max_length=MAX_KEY_LENGTH, pattern=NUL_FREE
+    ),
+    additional_properties=Schema(
+        any_of=[
+            Schema(
+                all_of=[_ref("JsonValue")],
+                schema_not=Schema(
+                    type=OpenAPIType.OBJECT,
+                    any_of=[Schema(required=[name]) for name in sorted(OPERATOR_NAMES)],
+                ),
+            ),
+            Schema(
+                type=OpenAPIType.OBJECT,
+                required=["in"],
+                properties={
+                    "in": Schema(
+                        type=OpenAPIType.ARRAY,
+                        items=_ref("JsonValue"),
+                        min_items=1,
+                        max_items=MAX_VALUES,
+                    )
+                },
+                additional_properties=False,
+            ),
+            Schema(
+                type=OpenAPIType.OBJECT,
+                min_properties=1,
+                properties=dict.fromkeys(RANGE_OPERATORS, Schema()),
+                additional_properties=False,
+                any_of=[
+                    Schema(properties=dict.fromkeys(RANGE_OPERATORS, bound))
+                    for bound in _BOUND.values()
+                ],
+            ),
+        ]
+    ),
 )
 
 
@@ -332,6 +393,18 @@ def _state_operation(operation: Operation) -> None:
                 parameter.schema.min_length = 2
             elif parameter.name == "source":
                 parameter.schema.pattern = NUL_FREE
+            elif parameter.name == "metadata":  # a JSON text: its grammar is the filter's
+                parameter.description = (
+                    "A metadata filter, as search filters take it, JSON-encoded in at most "
+                    f"{parameter.schema.max_length:,} characters"
+                )
+                parameter.content = {
+                    "application/json": OpenAPIMediaType(schema=_ref("MetadataFilter"))
+                }
+                parameter.schema = None
+                for example in (parameter.examples or {}).values():
+                    if isinstance(example, Example) and isinstance(example.value, str):
+                        example.value = json.loads(example.value)  # the filter, not its text
             elif parameter.name == HEADER:  # a header is a string when sent: never null
                 parameter.schema.pattern = TOKEN_PATTERN
                 parameter.schema.one_of, parameter.schema.type = None, OpenAPIType.STRING
