@@ -273,6 +273,11 @@ def test_the_document_states_amounts_nul_and_the_metadata_filter() -> None:
             # as required: not only whitespace and NUL).
             if field not in ("query", "text", "content") or "pattern" in string:
                 assert refuses_nul(string), (name, field, string)
+    for path, item in DOCUMENT["paths"].items():
+        for operation in item.values():
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] == "path" or parameter["name"] == "source":
+                    assert refuses_nul(parameter["schema"]), (path, parameter)
     assert schemas["NewDocument"]["properties"]["metadata"]["additionalProperties"] == {
         "$ref": "#/components/schemas/JsonValue"
     }

@@ -391,7 +391,7 @@ def _state_operation(operation: Operation) -> None:
             if parameter.name == "cursor":
                 parameter.schema.pattern = CURSOR
                 parameter.schema.min_length = 2
-            elif parameter.name == "source":
+            elif parameter.name == "source" or parameter.param_in == "path":
                 parameter.schema.pattern = NUL_FREE
             elif parameter.name == "metadata":  # a JSON text: its grammar is the filter's
                 parameter.description = (
