@@ -207,8 +207,7 @@ def _amount(field: str, value: object, kind: _Kind) -> Decimal:
     elif isinstance(value, int | float | Decimal) and not isinstance(value, bool):
         number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
     else:
-        kind_of = "null" if value is None else type(value).__name__
-        raise InvalidInput(field, f"must be a number or a decimal string, not {kind_of}")
+        raise InvalidInput(field, f"must be a number or a decimal string, not {_json_type(value)}")
     if not number.is_finite():
         raise InvalidInput(field, f"must be a finite number, not {value}")
     if number < 0:
@@ -228,6 +227,12 @@ def _amount(field: str, value: object, kind: _Kind) -> Decimal:
             f"{kind.example}, not '{value}'",
         )
     return number.quantize(kind.step, ROUND_HALF_UP)
+
+
+def _json_type(value: object) -> str:
+    """What JSON calls `value`'s type: null, boolean, array, object."""
+    kinds = {type(None): "null", bool: "boolean", list: "array", dict: "object"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _text(field: str, value: str, limit: int | None = None) -> str:
