@@ -134,17 +134,21 @@ ITEM_ERRORS = [
     ({"price": "999999999999999999.995"}, "items[3].price: must be below 10^18"),
     ({"price": "NaN"}, "items[3].price: must be a finite number, not NaN"),
     ({"price": "-Infinity"}, "items[3].price: must be a finite number, not -Infinity"),
-    ({"price": "murah"}, "items[3].price: Invalid decimal string"),
-    ({"price": True}, "items[3].price: Expected `float | decimal | null`, got `bool`"),
+    ({"price": "murah"}, "items[3].price: must be a number or a decimal string such as '6"),
+    ({"price": True}, "items[3].price: must be a number or a decimal string, not boolean"),
+    ({"price": [1]}, "items[3].price: must be a number or a decimal string, not array"),
+    ({"price": "1e6"}, "items[3].price: as a string, must be plain digits with at most 2 dec"),
+    ({"price": "12.345"}, "items[3].price: as a string, must be plain digits with at most 2 "),
+    ({"price": " 12"}, "items[3].price: as a string, must be plain digits"),
     ({"currency": "idr"}, "items[3].currency: must be 3 upper-case letters such as IDR or USD"),
     ({"currency": "RUPIAH"}, "items[3].currency: must be 3 upper-case letters"),
     ({"currency": "U5D"}, "items[3].currency: must be 3 upper-case letters"),
     ({"sku": "  "}, "items[3].sku: is empty"),
     ({"sku": "X" * 201}, "items[3].sku: is 201 characters, over the 200 limit"),
     ({"name": ""}, "items[3].name: is empty"),
-    ({"name": "a\x00b"}, "items[3].name: contains a NUL character"),
+    ({"name": "a\x00b"}, "items[3].name: must not hold a NUL character (U+0000)"),
     ({"attributes": ["bluetooth"]}, "items[3].attributes: Expected `object`, got `array`"),
-    ({"attributes": {"a": "\x00"}}, "items[3].attributes: contains a NUL character"),
+    ({"attributes": {"a": "\x00"}}, "items[3].attributes: must not hold a NUL character (U+0000)"),
     ({"colour": "red"}, "items[3].colour: is not a known field"),
     ({"sku": "VLZ-15-Q"}, "items[3].sku: 'VLZ-15-Q' appears twice (also items[0])"),
 ]
@@ -157,6 +161,32 @@ def test_an_invalid_item_rejects_the_whole_batch(
     bad = {**VELOZ, "sku": "BAD-1", **change}
     assert rejected(client, "catalog", [VELOZ, CIVIC, AVANZA, bad]).startswith(message)
     assert rows(dsn, "catalog_items") == 0 and fake.requests == []
+
+
+def test_amounts_up_to_their_bounds_are_kept_exactly(client: TestClient[Any]) -> None:
+    """What the OpenAPI document states: a number below 10^18 (rounded to cents), an integer
+    exactly; a decimal string of up to 18 digits and 2 decimals as written."""
+    items = [
+        {**VELOZ, "price": 999_999_999_999_999_999},
+        {**CIVIC, "price": "999999999999999999.99"},
+        {**AVANZA, "price": 0.125},
+    ]
+    post(client, "catalog", items)
+    prices = {
+        item["sku"]: item["price"] for item in client.get("/v1/collections/shop/catalog").json()
+    }
+    assert prices == {
+        "VLZ-15-Q": "999999999999999999.00",
+        "CVC-RS": "999999999999999999.99",
+        "AVZ-13": "0.13",
+    }
+    rates = [
+        {**RATES[0], "rate": 0.9999994, "tenor_months": 12.0},  # JSON's 12.0 is 12
+        {**RATES[1], "rate": "0.999999", "min_down_payment": "0"},
+    ]
+    post(client, "financing-rates", rates)
+    listed = client.get("/v1/collections/shop/financing-rates").json()
+    assert [rate["rate"] for rate in listed] == ["0.999999", "0.999999"]
 
 
 def test_catalog_batch_shape(client: TestClient[Any]) -> None:
@@ -173,8 +203,8 @@ RATE_ERRORS = [
     ({"rate": 0.9999999}, "items[2].rate: 0.9999999 is a yearly fraction below 1"),
     ({"rate": -0.01}, "items[2].rate: must be ≥ 0"),
     ({"rate": "NaN"}, "items[2].rate: must be a finite number, not NaN"),
-    ({"tenor_months": 0}, "items[2].tenor_months: must be 1 to 600 months, not 0"),
-    ({"tenor_months": 601}, "items[2].tenor_months: must be 1 to 600 months, not 601"),
+    ({"tenor_months": 0}, "items[2].tenor_months: must be 1 to 600, not 0"),
+    ({"tenor_months": 601}, "items[2].tenor_months: must be 1 to 600, not 601"),
     ({"tenor_months": 12.5}, "items[2].tenor_months: Expected `int`, got `float`"),
     ({"rate_type": "balloon"}, "items[2].rate_type: must be 'flat' or 'annuity', not 'balloon'"),
     (
@@ -182,6 +212,9 @@ RATE_ERRORS = [
         "items[2].min_down_payment: 20 is a fraction of the price below 1; 20 % is 0.2",
     ),
     ({"min_down_payment": -0.1}, "items[2].min_down_payment: must be ≥ 0"),
+    ({"min_down_payment": "0.1234567"}, "items[2].min_down_payment: as a string, must be plain"),
+    ({"rate": "8.5"}, "items[2].rate: 8.5 is a yearly fraction below 1; 8.5 %/year is 0.085"),
+    ({"rate": None}, "items[2].rate: must be a number or a decimal string, not null"),
     ({"provider": " "}, "items[2].provider: is empty"),
     ({"tenor_months": 12}, "items[2].provider: 'BCA Finance' 12 months flat appears twice"),
 ]

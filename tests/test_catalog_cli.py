@@ -153,7 +153,7 @@ def test_rates_import_and_list(tmp_path: Path, dsn: str, env: dict[str, str]) ->
     assert bad.returncode == 1
     assert bad.stderr.splitlines()[:2] == [
         f"{tmp_path}/bad.csv:2: rate: 8.5 is a yearly fraction below 1; 8.5 %/year is 0.085",
-        f"{tmp_path}/bad.csv:3: tenor_months: must be 1 to 600 months, not 0",
+        f"{tmp_path}/bad.csv:3: tenor_months: must be 1 to 600, not 0",
     ]
     (tmp_path / "extra.csv").write_text("provider,tenor_months,rate,rate_type,bank\n")
     extra = cari(["rates", "import", str(tmp_path / "extra.csv"), "-c", "shop"], env)

@@ -162,7 +162,7 @@ def test_batch_stores_valid_and_lists_rejected(dsn: str, fake: FakeOpenAI) -> No
     assert reasons[6].startswith("text: give either text or content")
     assert reasons[7] == "id: appears twice in this batch"
     assert 9 in reasons
-    assert reasons[10] == "metadata: contains a NUL character"
+    assert reasons[10] == "metadata: must not hold a NUL character (U+0000)"
     assert len(reasons) == 9
     assert [(c[0], c[2]) for c in stored_chunks(dsn)] == [
         ("good-1", "A valid document."),

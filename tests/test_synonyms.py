@@ -153,7 +153,7 @@ def test_explain_lists_the_rules_fired_and_the_lexemes_added(dealer: TestClient[
         ("a, , b", "has an empty term"),
         ("kredit, kredit", "names a term twice"),
         ("yang, kredit", "'yang' has no searchable word in indonesian"),
-        ("a\x00b, c", "holds a NUL character"),
+        ("a\x00b, c", "must not hold a NUL character (U+0000)"),
     ],
 )
 def test_a_bad_rule_is_named_in_a_422_and_nothing_changes(

@@ -11,6 +11,7 @@ from psycopg.rows import kwargs_row
 
 from cari.db.queries import query
 from cari.errors import ConfigError, Conflict, InvalidInput, NotFound
+from cari.limits import refuse_nul
 from cari.schema.collections import (
     Collection,
     CollectionCreate,
@@ -41,8 +42,15 @@ def named(collection: Collection, settings: Settings) -> Collection:
     return msgspec.structs.replace(collection, embedder=settings.embedder)
 
 
+def _refuse_nul(settings: CollectionCreate | CollectionUpdate) -> None:
+    """The settings that are free text (the router's words, the no-information sentence)."""
+    for field in ("pricing_keywords", "financing_keywords", "no_information"):
+        refuse_nul(field, getattr(settings, field))
+
+
 async def create(conn: Conn, spec: CollectionCreate, settings: Settings) -> Collection:
     """Create the collection; its vectors get the width of the embedder it names."""
+    _refuse_nul(spec)
     try:
         dimensions = settings.dimension_of(spec.embedder)
     except ConfigError as exc:
@@ -79,6 +87,7 @@ async def get(conn: Conn, name: str) -> Collection:
 
 async def update(conn: Conn, name: str, changes: CollectionUpdate) -> Collection:
     """Apply the given changes; a new language re-indexes the collection's text."""
+    _refuse_nul(changes)
     params = {
         field: (None if value is msgspec.UNSET else value)
         for field, value in msgspec.structs.asdict(changes).items()

@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 
+from cari.errors import InvalidInput
+
 Mode = Literal["hybrid", "vector", "keyword"]
 Method = Literal["rrf", "minmax", "zscore"]  # how hybrid search fuses its two lists
 # A result's relevance band: strong (0.5 and above), moderate (0.3 and above), weak.
@@ -30,9 +32,30 @@ MAX_SYNONYM_RULES = 1000  # per collection
 MAX_SYNONYM_TERMS = 32  # per rule
 MAX_TENOR_MONTHS = 600  # a financing rate's, and a tenor a question names
 
+# PostgreSQL text cannot hold U+0000, so no string the server stores or matches on may hold one:
+# one rule and one message wherever a request meets it (the OpenAPI document states it on each
+# such string). A question's, and a document's text's, NULs are dropped instead.
+NUL_FREE = r"^[^\x00]*$"
+NUL_REFUSED = "must not hold a NUL character (U+0000)"
+
 # A listing's page (`?limit=`: documents, catalog items): its size by default and at most.
 PAGE_LIMIT = 100
 MAX_PAGE_LIMIT = 1000
+
+
+def refuse_nul(field: str, value: object) -> None:
+    """Refuse `value`, a string or any JSON value (its keys and strings at every depth), if it
+    holds U+0000: InvalidInput naming `field`."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidInput(field, NUL_REFUSED)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            refuse_nul(field, key)
+            refuse_nul(field, item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            refuse_nul(field, item)
 
 
 def choices(literal: Any) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ import psycopg
 
 from cari.db.queries import query
 from cari.errors import InvalidInput, NotFound
-from cari.limits import MAX_SYNONYM_TERMS
+from cari.limits import MAX_SYNONYM_TERMS, NUL_REFUSED
 from cari.schema.collections import Synonyms
 
 Conn = psycopg.AsyncConnection[Any]
@@ -31,7 +31,7 @@ class Term:
 def parse(rule: str) -> list[Term]:
     """A rule's terms; `InvalidInput` naming the rule when it is malformed."""
     if "\x00" in rule:  # PostgreSQL text cannot hold it
-        raise _bad(rule.replace("\x00", "\\x00"), "holds a NUL character")
+        raise _bad(rule.replace("\x00", "\\x00"), NUL_REFUSED)
     if rule.count("=>") > 1:
         raise _bad(rule, "has more than one '=>'")
     left, arrow, right = rule.partition("=>")

@@ -25,6 +25,7 @@ from cari.api.health import healthz, readyz
 from cari.api.mcp import mcp
 from cari.api.metrics import PROMETHEUS, MetricsController
 from cari.api.openapi import DocumentedAsPlugin, ZeroBoundsPlugin, state_rules
+from cari.api.path_ids import nul_free
 from cari.api.request_ids import RequestIdMiddleware, echo_request_id
 from cari.api.search import search
 from cari.db import migrations
@@ -63,7 +64,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             answer,
             tool,
         ],
-        guards=[require_api_key],
+        guards=[require_api_key, nul_free],
         dependencies={"conn": Provide(provide_conn)},
         security=[{"bearer": []}] if settings.api_keys else None,
     )

@@ -108,11 +108,13 @@ class CatalogController(Controller):
         "/",
         summary="Add or update catalog items",
         description=(
-            "Body: a list of items, each `sku`, `name`, optional `variant`, `price` (≥ 0), "
-            "`currency` (3 upper-case letters, default IDR) and `attributes` (an object of "
-            "specs). Items are matched by SKU. All or nothing: one invalid item rejects the "
-            "batch with 422 naming `items[i].field`. Each item is embedded on the way in; "
-            "prices come back as exact decimal strings."
+            "Body: a list of items, each `sku`, `name`, optional `variant`, `price` (a number "
+            "from 0 to below 10^18, rounded to cents, or a decimal string such as "
+            '"600000000.50": digits, at most 2 decimals, kept as written), `currency` (3 '
+            "upper-case letters, default IDR) and `attributes` (an object of specs). Items are "
+            "matched by SKU, each SKU at most once per request. All or nothing: one invalid item "
+            "rejects the batch with 422 naming `items[i].field`. Each item is embedded on the way "
+            "in; prices come back as exact decimal strings."
         ),
         status_code=200,
         operation_id="addCatalogItems",
@@ -198,8 +200,11 @@ class FinancingRatesController(Controller):
         description=(
             "Body: a list of rates, each `provider`, `tenor_months` (1-600), `rate` (yearly, "
             "as a fraction: 0.085 is 8.5 %/year), `rate_type` (flat or annuity) and optional "
-            "`min_down_payment` (a fraction of the price). Matched by provider, tenor and rate "
-            "type. All or nothing, as for catalog items."
+            "`min_down_payment` (a fraction of the price). A fraction is a number from 0 to below "
+            '1, rounded to 6 decimals, or a decimal string such as "0.085" (at most 6 '
+            "decimals, kept as written). Matched by provider, tenor and rate type, each at most "
+            "once per request (a 422 names the later `items[i].provider`). All or nothing, as "
+            "for catalog items."
         ),
         status_code=200,
         operation_id="addFinancingRates",

@@ -287,8 +287,7 @@ class DocumentsController(Controller):
     ) -> DocumentPage:
         after = _after(cursor)
         fragment, params = compile_metadata(_metadata_filter(metadata), "metadata")
-        if source is not None and "\x00" in source:
-            raise InvalidInput("source", "must not contain NUL characters")
+        limits.refuse_nul("source", source)
         ref = await store.collection_ref(conn, collection)
         rows = await store.list_documents(
             conn,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any
 
 from litestar.openapi.spec import (
@@ -24,8 +26,17 @@ from litestar.plugins import OpenAPISchemaPlugin
 from litestar.typing import FieldDefinition
 
 from cari.api import problems
+from cari.limits import NUL_FREE
 from cari.schema.answer import EVENTS
+from cari.schema.catalog import FRACTION_BELOW, FRACTION_TEXT, PRICE_BELOW, PRICE_TEXT
 from cari.schema.consistency import HEADER, TOKEN_PATTERN
+from cari.search.filters import (
+    MAX_KEY_LENGTH,
+    MAX_KEYS,
+    MAX_VALUES,
+    OPERATOR_NAMES,
+    RANGE_OPERATORS,
+)
 
 if TYPE_CHECKING:
     from litestar._openapi.schema_generation import SchemaCreator
@@ -147,7 +158,12 @@ class AnswerOperation(V1Operation):
 
 # Patterns of values the server refuses that their types do not say (JSON Schema patterns are
 # searches: anchored where the whole value must match).
-NOT_BLANK = r"\S"  # some character other than whitespace (the server strips, then checks)
+# Some character other than whitespace or NUL: the server strips (a question and a document's text
+# drop their NULs first), then checks. Any other string must hold no NUL at all.
+NOT_BLANK = r"[^\s\x00]"
+NOT_BLANK_NUL_FREE = r"^[^\x00]*[^\s\x00][^\x00]*$"
+# The strings whose NULs the server drops rather than refuses.
+_NUL_DROPPED = ("query", "text", "content")
 CURRENCY = r"^[A-Z]{3}"  # ISO 4217, with a length of 3 (no `$`: tools let it end in "\n")
 CURSOR = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"  # unpadded base64url, 2+ characters
 SCALE_ORDER = " `cosine_floor` must be below `cosine_ceiling` (a 422 otherwise)."
@@ -203,7 +219,7 @@ def state_rules(openapi: OpenAPI, embedders: list[str]) -> None:
             if isinstance(shape, Schema) and shape.type == OpenAPIType.OBJECT:
                 shape.additional_properties = False
                 shape.properties = {
-                    "metadata": Schema(type=OpenAPIType.OBJECT),
+                    "metadata": _ref("MetadataFilter"),
                     "document_ids": Schema(
                         type=OpenAPIType.ARRAY,
                         items=Schema(type=OpenAPIType.STRING, min_length=1),
@@ -211,6 +227,9 @@ def state_rules(openapi: OpenAPI, embedders: list[str]) -> None:
                         max_items=1000,
                     ),
                 }
+    _amount(schemas["CatalogItemIn"], "price", PRICE_TEXT, PRICE_BELOW, nullable=True)
+    for field in ("rate", "min_down_payment"):
+        _amount(schemas["FinancingRateIn"], field, FRACTION_TEXT, FRACTION_BELOW)
     currency = _property(schemas["CatalogItemIn"], "currency")
     currency.pattern, currency.min_length, currency.max_length = CURRENCY, 3, 3
     put_id = _property(schemas["DocumentIn"], "id")
@@ -248,6 +267,122 @@ def state_rules(openapi: OpenAPI, embedders: list[str]) -> None:
             if operation is not None:
                 _state_operation(operation)
                 _link(operation)
+    for name in (*_CLOSED, "NewDocument"):
+        _nul_free(schemas[name])
+    # Free-form JSON (a document's metadata, an item's attributes): no NUL in a key or a string.
+    schemas["JsonValue"] = JSON_VALUE
+    schemas["MetadataFilter"] = METADATA_FILTER
+    for name, field in (
+        ("DocumentIn", "metadata"),
+        ("NewDocument", "metadata"),
+        ("CatalogItemIn", "attributes"),
+    ):
+        free = _property(schemas[name], field)
+        free.property_names, free.additional_properties = _NUL_FREE, _ref("JsonValue")
+
+
+def _ref(name: str) -> Reference:
+    return Reference(f"#/components/schemas/{name}")
+
+
+_NUL_FREE = Schema(type=OpenAPIType.STRING, pattern=NUL_FREE)
+JSON_VALUE = Schema(
+    description="Any JSON value with no NUL (U+0000) in a string or a key, which PostgreSQL "
+    "cannot store.",
+    any_of=[
+        _NUL_FREE,
+        Schema(type=[OpenAPIType.NUMBER, OpenAPIType.BOOLEAN, OpenAPIType.NULL]),
+        Schema(type=OpenAPIType.ARRAY, items=_ref("JsonValue")),
+        Schema(
+            type=OpenAPIType.OBJECT,
+            property_names=_NUL_FREE,
+            additional_properties=_ref("JsonValue"),
+        ),
+    ],
+)
+# The metadata filter's grammar (`cari.search.filters`): up to 64 keys, each matching a value
+# (containment), any of a list of values (`in`), or a range (`gte`, `lte`: both numbers or both
+# strings). An object holding an operator's name is an operator object, so a misspelt operator
+# is refused rather than matched as a value.
+_BOUND = {
+    "number": Schema(type=OpenAPIType.NUMBER),
+    "string": _NUL_FREE,
+}
+METADATA_FILTER = Schema(
+    type=OpenAPIType.OBJECT,
+    description='Each key (a metadata key) to a value it equals, `{"in": [values]}` or a '
+    'range `{"gte": low, "lte": high}` (either bound or both, both numbers or both '
+    "strings: numbers compare numerically, strings lexicographically).",
+    max_properties=MAX_KEYS,
+    property_names=Schema(
+        type=OpenAPIType.STRING, min_length=1, max_length=MAX_KEY_LENGTH, pattern=NUL_FREE
+    ),
+    additional_properties=Schema(
+        any_of=[
+            Schema(
+                all_of=[_ref("JsonValue")],
+                schema_not=Schema(
+                    type=OpenAPIType.OBJECT,
+                    any_of=[Schema(required=[name]) for name in sorted(OPERATOR_NAMES)],
+                ),
+            ),
+            Schema(
+                type=OpenAPIType.OBJECT,
+                required=["in"],
+                properties={
+                    "in": Schema(
+                        type=OpenAPIType.ARRAY,
+                        items=_ref("JsonValue"),
+                        min_items=1,
+                        max_items=MAX_VALUES,
+                    )
+                },
+                additional_properties=False,
+            ),
+            Schema(
+                type=OpenAPIType.OBJECT,
+                min_properties=1,
+                properties=dict.fromkeys(RANGE_OPERATORS, Schema()),
+                additional_properties=False,
+                any_of=[
+                    Schema(properties=dict.fromkeys(RANGE_OPERATORS, bound))
+                    for bound in _BOUND.values()
+                ],
+            ),
+        ]
+    ),
+)
+
+
+def _nul_free(schema: Schema | Reference, name: str = "") -> None:
+    """States on every string of a request's `schema` (`name` the property it is) that it holds
+    no NUL, which the server refuses (`cari.limits.refuse_nul`), but on those that drop it."""
+    if not isinstance(schema, Schema):
+        return
+    if schema.type == OpenAPIType.STRING and schema.enum is None and name not in _NUL_DROPPED:
+        if schema.pattern is None:
+            schema.pattern = NUL_FREE
+        elif schema.pattern == NOT_BLANK:
+            schema.pattern = NOT_BLANK_NUL_FREE
+    for key, value in (schema.properties or {}).items():
+        _nul_free(value, key)
+    for shape in (*(schema.one_of or []), *(schema.any_of or []), *(schema.all_of or [])):
+        _nul_free(shape, name)
+    if isinstance(schema.items, Schema):
+        _nul_free(schema.items, name)
+
+
+def _amount(
+    schema: Schema, field: str, pattern: str, below: Decimal, *, nullable: bool = False
+) -> None:
+    """An amount: a number from 0 to `below` (rounded to its column's step), or a decimal
+    string matching `pattern` (exact); the server's `cari.catalog.store._amount`."""
+    amount = _property(schema, field)
+    amount.one_of = [
+        Schema(type=OpenAPIType.NUMBER, minimum=0.0, exclusive_maximum=float(below)),
+        Schema(type=OpenAPIType.STRING, pattern=pattern),
+        *([Schema(type=OpenAPIType.NULL)] if nullable else []),
+    ]
 
 
 def _state_operation(operation: Operation) -> None:
@@ -256,6 +391,20 @@ def _state_operation(operation: Operation) -> None:
             if parameter.name == "cursor":
                 parameter.schema.pattern = CURSOR
                 parameter.schema.min_length = 2
+            elif parameter.name == "source" or parameter.param_in == "path":
+                parameter.schema.pattern = NUL_FREE
+            elif parameter.name == "metadata":  # a JSON text: its grammar is the filter's
+                parameter.description = (
+                    "A metadata filter, as search filters take it, JSON-encoded in at most "
+                    f"{parameter.schema.max_length:,} characters"
+                )
+                parameter.content = {
+                    "application/json": OpenAPIMediaType(schema=_ref("MetadataFilter"))
+                }
+                parameter.schema = None
+                for example in (parameter.examples or {}).values():
+                    if isinstance(example, Example) and isinstance(example.value, str):
+                        example.value = json.loads(example.value)  # the filter, not its text
             elif parameter.name == HEADER:  # a header is a string when sent: never null
                 parameter.schema.pattern = TOKEN_PATTERN
                 parameter.schema.one_of, parameter.schema.type = None, OpenAPIType.STRING

@@ -18,6 +18,7 @@ from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
 
 from cari.errors import NotFound
+from cari.limits import refuse_nul
 
 
 def _raw_path(connection: ASGIConnection[Any, Any, Any, Any]) -> bytes | None:
@@ -36,6 +37,13 @@ def path_id(connection: ASGIConnection[Any, Any, Any, Any], routed: Path, kind: 
         if prefix is not None and prefix.end() < len(raw):
             return unquote_to_bytes(raw[prefix.end() :]).decode("utf-8", "replace")
     return routed.as_posix().removeprefix("/")
+
+
+def nul_free(connection: ASGIConnection[Any, Any, Any, Any], _handler: BaseRouteHandler) -> None:
+    """Guard of every route under /v1: a path parameter (a collection's name, a document's id, a
+    SKU) holding NUL (`%00`) is refused as any string holding one is (`refuse_nul`)."""
+    for name, value in connection.path_params.items():
+        refuse_nul(name, str(value))
 
 
 def whole_collection(

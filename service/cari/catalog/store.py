@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from decimal import ROUND_HALF_UP, Decimal
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Annotated, Any, Literal, TypeVar, cast, get_args, get_origin
 
 import msgspec
 import numpy as np
@@ -21,9 +22,13 @@ from psycopg_pool import AsyncConnectionPool
 from cari.db.queries import query
 from cari.embed import Embedders
 from cari.errors import MISSING_FIELD, UNKNOWN_FIELD, Conflict, InvalidInput, NotFound
-from cari.ingest.store import CollectionRef, collection_ref, embedder_unchanged, json_strings
-from cari.limits import MAX_TENOR_MONTHS
+from cari.ingest.store import CollectionRef, collection_ref, embedder_unchanged
+from cari.limits import bounds, refuse_nul
 from cari.schema.catalog import (
+    FRACTION_BELOW,
+    FRACTION_TEXT,
+    PRICE_BELOW,
+    PRICE_TEXT,
     CatalogItem,
     CatalogItemIn,
     FinancingRate,
@@ -39,7 +44,6 @@ T = TypeVar("T")
 
 MAX_SKU_CHARACTERS = 200
 MAX_PROVIDER_CHARACTERS = 200
-RATE_TYPES = ("flat", "annuity")
 PRICE_LIMIT = Decimal(10) ** 18  # numeric(20, 2) holds less
 CENT = Decimal("0.01")
 RATE_STEP = Decimal("0.000001")  # numeric(9, 6)
@@ -51,22 +55,16 @@ CURRENCY = re.compile("[A-Z]{3}")  # an ISO 4217 code
 
 def catalog_item(raw: object) -> CatalogItemIn:
     """One item, validated and normalised (trimmed text, price in cents); errors name the field.
-    A price may be a number or a decimal string."""
-    item = _convert(raw, CatalogItemIn)
+    A price may be a number or a decimal string (`_amount`)."""
+    item = _convert(raw, CatalogItemIn, ("price",))
     sku = _text("sku", item.sku, MAX_SKU_CHARACTERS)
     if not sku.strip("/"):  # a URL path cannot tell `…/catalog/%2F` from `…/catalog`
         raise InvalidInput("sku", "must hold a character other than '/'")
     name = _text("name", item.name)
-    if "\x00" in item.variant:
-        raise InvalidInput("variant", "contains a NUL character")
-    if any("\x00" in text for text in json_strings(item.attributes)):
-        raise InvalidInput("attributes", "contains a NUL character")
-    price = None
-    if item.price is not None:
-        price = _number("price", item.price)
-        if price >= PRICE_LIMIT or price.quantize(CENT, ROUND_HALF_UP) >= PRICE_LIMIT:
-            raise InvalidInput("price", f"must be below 10^18, not {_plain(price)}")
-        price = price.quantize(CENT, ROUND_HALF_UP)
+    refuse_nul("variant", item.variant)
+    refuse_nul("attributes", item.attributes)
+    given = cast(dict[str, Any], raw).get("price")
+    price = None if given is None else _amount("price", given, _PRICE)
     if not CURRENCY.fullmatch(item.currency):
         raise InvalidInput(
             "currency", f"must be 3 upper-case letters such as IDR or USD, not '{item.currency}'"
@@ -78,16 +76,11 @@ def catalog_item(raw: object) -> CatalogItemIn:
 
 def financing_rate(raw: object) -> FinancingRateIn:
     """One rate, validated and normalised; errors name the field (see `catalog_item`)."""
-    rate = _convert(raw, FinancingRateIn)
+    rate = _convert(raw, FinancingRateIn, ("rate", "min_down_payment"))
     provider = _text("provider", rate.provider, MAX_PROVIDER_CHARACTERS)
-    if not 1 <= rate.tenor_months <= MAX_TENOR_MONTHS:
-        raise InvalidInput(
-            "tenor_months", f"must be 1 to {MAX_TENOR_MONTHS} months, not {rate.tenor_months}"
-        )
-    if rate.rate_type not in RATE_TYPES:
-        raise InvalidInput("rate_type", f"must be 'flat' or 'annuity', not '{rate.rate_type}'")
-    yearly = _fraction("rate", rate.rate, "a yearly fraction", "%/year")
-    down = _fraction("min_down_payment", rate.min_down_payment, "a fraction of the price", "%")
+    given = cast(dict[str, Any], raw)
+    yearly = _amount("rate", given["rate"], _YEARLY)
+    down = _amount("min_down_payment", given.get("min_down_payment", 0), _DOWN)
     return msgspec.structs.replace(rate, provider=provider, rate=yearly, min_down_payment=down)
 
 
@@ -141,11 +134,15 @@ def _at(index: int, validate: Callable[[object], T], raw: object) -> T:
         raise InvalidInput(where, exc.message.removeprefix(f"{exc.field}: ")) from None
 
 
-def _convert(raw: object, kind: type[S]) -> S:
+def _convert(raw: object, kind: type[S], amounts: tuple[str, ...] = ()) -> S:
+    """`raw` as `kind`; the `amounts` it holds are left to `_amount`, which reads them as sent."""
     if not isinstance(raw, dict):
         raise InvalidInput("item", f"must be an object, not {type(raw).__name__}")
+    # JSON does not tell 36.0 from 36, nor does the OpenAPI document's `integer`: a whole number
+    # is one however it is written.
+    fields = {key: _whole(value) for key, value in raw.items()}
     try:
-        return msgspec.convert(raw, kind)
+        return msgspec.convert({**fields, **dict.fromkeys(set(amounts) & raw.keys(), 0)}, kind)
     except msgspec.ValidationError as exc:
         error = InvalidInput.from_msgspec(str(exc), "item")
         # An item's report says it in words of its own: "items[3].colour: is not a known field".
@@ -153,7 +150,89 @@ def _convert(raw: object, kind: type[S]) -> S:
             raise InvalidInput(error.field, "is required") from None
         if error.reason.startswith(UNKNOWN_FIELD):
             raise InvalidInput(error.field, "is not a known field") from None
+        # A choice or a range its type states, in words: "must be 'flat' or 'annuity', not …".
+        allowed = {f.name: f.type for f in msgspec.structs.fields(kind)}.get(error.field)
+        if error.reason.startswith("Invalid enum value") and get_origin(allowed) is Literal:
+            named = " or ".join(f"'{choice}'" for choice in get_args(allowed))
+            raise InvalidInput(error.field, f"must be {named}, not '{raw[error.field]}'") from None
+        if re.match(r"Expected `int` [<>]=", error.reason) and get_origin(allowed) is Annotated:
+            least, greatest = bounds(allowed)
+            raise InvalidInput(
+                error.field, f"must be {least} to {greatest}, not {raw[error.field]}"
+            ) from None
         raise error from None
+
+
+def _whole(value: object) -> object:
+    """A float with no fraction (an exact integer) as an int; any other value as it is."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    return value
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """What an amount is: its decimal strings' `pattern` (`example` one), the bound a number
+    stays `below`, the `step` it is rounded to, and what the value is in words (`what`, `unit`;
+    a price has none)."""
+
+    pattern: str
+    example: str
+    below: Decimal
+    step: Decimal
+    decimals: int
+    what: str = ""
+    unit: str = ""
+
+
+_PRICE = _Kind(PRICE_TEXT, "'600000000.50'", PRICE_BELOW, CENT, 2)
+_YEARLY = _Kind(
+    FRACTION_TEXT, "'0.085'", FRACTION_BELOW, RATE_STEP, 6, "a yearly fraction", "%/year"
+)
+_DOWN = _Kind(FRACTION_TEXT, "'0.2'", FRACTION_BELOW, RATE_STEP, 6, "a fraction of the price", "%")
+
+
+def _amount(field: str, value: object, kind: _Kind) -> Decimal:
+    """`value`, a number or a decimal string, as an exact decimal at the column's step. A number
+    is rounded half up (a float read as its shortest form: 0.1, not 0.1000000000000000055...); a
+    string must match `kind.pattern` (plain digits, at most the column's decimals), so it is
+    stored as written. Whatever else is wrong is said first: a negative, a percentage, too big."""
+    if isinstance(value, str):
+        try:
+            number = Decimal(value)
+        except InvalidOperation:
+            raise InvalidInput(
+                field, f"must be a number or a decimal string such as {kind.example}, not '{value}'"
+            ) from None
+    elif isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+        number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    else:
+        raise InvalidInput(field, f"must be a number or a decimal string, not {_json_type(value)}")
+    if not number.is_finite():
+        raise InvalidInput(field, f"must be a finite number, not {value}")
+    if number < 0:
+        raise InvalidInput(field, "must be ≥ 0")
+    if number >= kind.below and kind.what:
+        raise InvalidInput(
+            field,
+            f"{_plain(number)} is {kind.what} below 1; {_plain(number)} {kind.unit} is "
+            f"{_plain(number / 100)}",
+        )
+    if number >= kind.below:
+        raise InvalidInput(field, f"must be below 10^18, not {_plain(number)}")
+    if isinstance(value, str) and not re.search(kind.pattern, value):
+        raise InvalidInput(
+            field,
+            f"as a string, must be plain digits with at most {kind.decimals} decimals, such as "
+            f"{kind.example}, not '{value}'",
+        )
+    return number.quantize(kind.step, ROUND_HALF_UP)
+
+
+def _json_type(value: object) -> str:
+    """What JSON calls `value`'s type: null, boolean, array, object."""
+    kinds = {type(None): "null", bool: "boolean", list: "array", dict: "object"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _text(field: str, value: str, limit: int | None = None) -> str:
@@ -162,32 +241,8 @@ def _text(field: str, value: str, limit: int | None = None) -> str:
         raise InvalidInput(field, "is empty")
     if limit is not None and len(value) > limit:
         raise InvalidInput(field, f"is {len(value)} characters, over the {limit} limit")
-    if "\x00" in value:
-        raise InvalidInput(field, "contains a NUL character")
+    refuse_nul(field, value)
     return value
-
-
-def _number(field: str, value: Decimal | float) -> Decimal:
-    """`value` as an exact decimal, finite and not negative. A float becomes its shortest
-    decimal form (0.1, not 0.1000000000000000055...)."""
-    number = Decimal(repr(value)) if isinstance(value, float) else value
-    if not number.is_finite():
-        raise InvalidInput(field, f"must be a finite number, not {value}")
-    if number < 0:
-        raise InvalidInput(field, "must be ≥ 0")
-    return number
-
-
-def _fraction(field: str, value: Decimal | float, what: str, unit: str) -> Decimal:
-    """A fraction in [0, 1) at the column's precision; a percentage gets a hint."""
-    number = _number(field, value)
-    if number >= 1 or number.quantize(RATE_STEP, ROUND_HALF_UP) >= 1:
-        raise InvalidInput(
-            field,
-            f"{_plain(number)} is {what} below 1; {_plain(number)} {unit} is "
-            f"{_plain(number / 100)}",
-        )
-    return number.quantize(RATE_STEP, ROUND_HALF_UP)
 
 
 def _plain(number: Decimal) -> str:

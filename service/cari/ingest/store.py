@@ -21,6 +21,7 @@ from cari.db.queries import query
 from cari.errors import InvalidInput, NotFound
 from cari.ingest.chunking import NewChunk
 from cari.ingest.formats import Section
+from cari.limits import refuse_nul
 
 Conn = psycopg.AsyncConnection[Any]
 Status = Literal["created", "updated", "unchanged"]
@@ -86,31 +87,13 @@ def check_storable(document: NewDocument) -> None:
             "title",
             f"is {len(document.title)} characters, over the {MAX_TITLE_CHARACTERS} limit",
         )
-    fields = {
-        "id": [document.external_id],
-        "title": [document.title],
-        "source": [document.source or ""],
-        "metadata": list(json_strings(document.metadata)),
-    }
-    for name, values in fields.items():
-        if any("\x00" in value for value in values):
-            raise InvalidInput(name, "contains a NUL character")
+    refuse_nul("id", document.external_id)
+    refuse_nul("title", document.title)
+    refuse_nul("source", document.source)
+    refuse_nul("metadata", document.metadata)
     if not document.external_id.strip("/"):
         # A URL path cannot tell `…/documents/%2F` from the collection's `…/documents`.
         raise InvalidInput("id", "must hold a character other than '/'")
-
-
-def json_strings(value: object) -> Iterator[str]:
-    """Every key and string inside a JSON value."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield str(key)
-            yield from json_strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from json_strings(item)
 
 
 def embedding_text(title: str, content: str) -> str:

@@ -5,11 +5,23 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
+from cari.limits import MAX_TENOR_MONTHS
+
 Status = Literal["created", "updated"]
+RateType = Literal["flat", "annuity"]
+TenorMonths = Annotated[int, msgspec.Meta(ge=1, le=MAX_TENOR_MONTHS)]
+
+# An amount (a price, a rate, a down payment) is a JSON number, rounded half up to its column's
+# step, or a decimal string, kept exactly: plain digits with at most the column's decimals.
+# Each is at least 0 and, rounded, below its column's limit; a number is thus below `*_BELOW`.
+PRICE_TEXT = r"^[0-9]{1,18}(\.[0-9]{1,2})?$"  # numeric(20, 2): below 10^18, in cents
+PRICE_BELOW = Decimal("999999999999999999.995")
+FRACTION_TEXT = r"^0(\.[0-9]{1,6})?$"  # numeric(9, 6), below 1: a rate, a down payment
+FRACTION_BELOW = Decimal("0.9999995")
 
 
 class CatalogItemIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -28,9 +40,9 @@ class FinancingRateIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     smallest down payment as a fraction of the price."""
 
     provider: str
-    tenor_months: int
+    tenor_months: TenorMonths
     rate: Decimal | float
-    rate_type: str
+    rate_type: RateType
     min_down_payment: Decimal | float = Decimal(0)
 
 

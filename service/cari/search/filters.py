@@ -21,6 +21,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from cari.errors import InvalidInput
+from cari.limits import refuse_nul
 
 MAX_KEY_LENGTH = 200
 MAX_VALUES = 1000
@@ -28,7 +29,7 @@ MAX_KEYS = 64
 RANGE_OPERATORS = {"gte": ">=", "lte": "<="}
 # Any of these keys makes an object an operator object rather than a nested value to match, so
 # a misspelt or unsupported operator is reported instead of silently matching nothing.
-_OPERATOR_NAMES = frozenset(
+OPERATOR_NAMES = frozenset(
     {"in", "gte", "lte", "eq", "ne", "neq", "gt", "lt", "nin", "not", "exists", "like", "regex"}
 )
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -86,7 +87,7 @@ class _Compiler:
         equal: dict[str, Any] = {}
         for key, value in metadata.items():
             field = _field(key, name)
-            if isinstance(value, Mapping) and any(k in _OPERATOR_NAMES for k in value):
+            if isinstance(value, Mapping) and any(k in OPERATOR_NAMES for k in value):
                 self.operators(key, value, field)
             else:
                 _check_json(value, field)
@@ -157,8 +158,7 @@ def _bound(value: Any, field: str) -> Any:
 def _check_json(value: Any, field: str) -> None:
     """Reject what PostgreSQL cannot store as jsonb or text, so it is bad input, not a SQL error."""
     if isinstance(value, str):
-        if "\x00" in value:
-            raise InvalidInput(field, "must not contain NUL characters")
+        refuse_nul(field, value)
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidInput(field, "numbers must be finite")
