@@ -6,7 +6,7 @@ sorted them all by lexeme in the database's collation to pack them. Measured on 
 chunks (815,346 postings, all in the delta), `EXPLAIN (ANALYZE)` at load ~6: three sorts of
 every posting, two of them for the join (planned as a merge join: temporary tables have no
 statistics), 12.8 s in all; into a collection that already had blocks (1,240 chunks added,
-753 deleted, some re-indexed), 30 minutes, the join planned against the blocks' ends.
+753 deleted, some re-indexed), 31 minutes (its plan not captured).
 
 Now each changed posting is placed once, carrying its place (`home`) with it, the dead ones
 only marking theirs, and the packing sorts the postings once, by the lexeme's bytes (`COLLATE
