@@ -10,6 +10,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import numpy as np
 from bench import load, search, serving
 
 from tests.conftest import cli_env, settings_for
@@ -42,6 +43,18 @@ def test_summarize_on_hand_made_answers() -> None:
     assert nothing["answered"] == 0 and nothing["p95_ms"] is nothing["refused_p50_ms"] is None
 
 
+def test_p95_ratio_and_its_interval() -> None:
+    rng = np.random.default_rng(1)
+    alone = list(range(1, 101))
+    twice = serving.p95_ratio([2.0 * x for x in alone], alone, rng)
+    low, high = twice["interval"]
+    assert twice["p95"] == 2.0 and 1.5 < low <= 2.0 <= high < 2.5
+    same = serving.p95_ratio(alone, alone, rng)
+    low, high = same["interval"]
+    assert same["p95"] == 1.0 and low < 1.0 < high
+    assert serving.p95_ratio([], alone, rng) == {"p95": None, "interval": None}
+
+
 def test_every_scenario_through_real_processes(
     dsn: str, fake: FakeOpenAI, clean_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -58,6 +71,7 @@ def test_every_scenario_through_real_processes(
         duration=1.0,
         clients=3,
         ingest_documents=len(passages),
+        rounds=2,
         frozen_searches=4,
         cold_starts=1,
         scenarios=list(serving.SCENARIOS),
@@ -78,15 +92,20 @@ def test_every_scenario_through_real_processes(
         assert set(result["load_average"]) == {"before", "after"}
 
     ingest = report["ingest"]
-    assert list(ingest["cells"]) == ["alone", *serving.INGESTIONS, "alone after"]
-    for cells in ingest["cells"].values():
-        assert [(c["mode"], c["clients"]) for c in cells] == [("vector", 1), ("hybrid", 1)]
-        for cell in cells:
-            assert cell["answered"] > 0 and cell["errors"] == {}, cell
-            assert cell["p50_ms"] <= cell["p95_ms"] <= cell["max_ms"]
-    assert list(ingest["ingestion"]) == list(serving.INGESTIONS)
-    for ingestion in ingest["ingestion"].values():
-        assert 0 < ingestion["stored_at_start"] <= ingestion["stored_at_end"]
+    assert ingest["rounds"] == 2
+    assert list(ingest["ingestions"]) == list(serving.INGESTIONS)
+    for ingestion in ingest["ingestions"].values():
+        for state in serving.STATES:
+            cells = ingestion[state]
+            assert [(c["mode"], c["clients"]) for c in cells] == [("vector", 1), ("hybrid", 1)]
+            for cell in cells:
+                assert cell["answered"] > 0 and cell["errors"] == {}, cell
+                assert cell["p50_ms"] <= cell["p95_ms"] <= cell["max_ms"]
+        for ratio in ingestion["p95_during_over_alone"].values():
+            low, high = ratio["interval"]
+            assert ratio["p95"] > 0 and low <= high
+        progress = ingestion["ingestion"]
+        assert 0 < progress["stored_at_start"] <= progress["stored_at_end"]
 
     clients = report["clients"]["cells"]
     assert [(c["mode"], c["clients"]) for c in clients] == [
