@@ -52,10 +52,14 @@ def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str
 
 @contextmanager
 def serving(
-    env: dict[str, str], cari: Sequence[str] = CARI, output: list[str] | None = None
+    env: dict[str, str],
+    cari: Sequence[str] = CARI,
+    output: list[str] | None = None,
+    started: list[subprocess.Popen[str]] | None = None,
 ) -> Iterator[str]:
     """`cari serve` in a subprocess (`cari` runs the command); yields its base URL once /readyz
-    answers 200. What it printed is appended to `output` when it has exited."""
+    answers 200. What it printed is appended to `output` when it has exited; the process to
+    `started` when it has started."""
     port = free_port()
     # Its output goes to a file, not a pipe nobody reads while it serves: a full pipe would
     # block the server's next log line, and with it every request.
@@ -63,6 +67,8 @@ def serving(
         process = subprocess.Popen(
             [*cari, "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
         )
+        if started is not None:
+            started.append(process)
         base = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 120  # a fresh data folder builds the extension first
@@ -96,6 +102,54 @@ def test_serve_with_database_url(dsn: str, clean_env: dict[str, str]) -> None:
         assert (status, body["status"]) == (200, "ready")
         status, _ = http("POST", f"{base}/v1/collections", {"name": "docs"})
         assert status == 201
+
+
+SLICE_PROBE = """
+import subprocess, sys, threading
+from cari.cli.priority import ask_short_slices
+
+def slice_ns(tid):
+    for line in open(f"/proc/self/task/{tid}/sched"):
+        if line.startswith("se.slice"):
+            return int(line.split(":")[1])
+    return -1
+
+asked = ask_short_slices(int(sys.argv[1]))
+seen = []
+thread = threading.Thread(target=lambda: seen.append(slice_ns(threading.get_native_id())))
+thread.start()
+thread.join()
+child = subprocess.run(["grep", "se.slice", "/proc/self/sched"], capture_output=True, text=True)
+print(asked, slice_ns(threading.get_native_id()), seen[0], child.stdout.split(":")[-1].strip())
+"""
+
+
+def slices(pid: int) -> set[int]:
+    """The time slice (ns) of each thread of process `pid`, as the kernel reports them."""
+    found = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for line in (task / "sched").read_text().splitlines():
+            if line.startswith("se.slice"):
+                found.add(int(line.split(":")[1]))
+    return found
+
+
+def test_serve_asks_for_short_time_slices(dsn: str, clean_env: dict[str, str]) -> None:
+    """`cari serve` asks for CARI_SERVE_TIME_SLICE_US (100 us) slices; threads and processes
+    started after the request inherit them; 0 asks for nothing."""
+    probe = [sys.executable, "-c", SLICE_PROBE]
+    default = subprocess.run([*probe, "0"], capture_output=True, text=True, check=True).stdout
+    short = subprocess.run([*probe, "250"], capture_output=True, text=True, check=True).stdout
+    asked, main, thread, child = short.split()
+    if asked != "True" or main == "-1" or main == default.split()[1]:
+        pytest.skip(f"this kernel reports no custom time slices ({short.strip()})")
+    assert (main, thread, child) == ("250000",) * 3
+    assert default.split()[0] == "False"
+
+    started: list[subprocess.Popen[str]] = []
+    with serving({**clean_env, "DATABASE_URL": dsn}, started=started) as base:
+        assert http("GET", f"{base}/v1/collections")[0] == 200
+        assert slices(started[0].pid) == {100_000}
 
 
 def test_serve_on_embedded_default(tmp_path: Path, clean_env: dict[str, str]) -> None:
@@ -324,34 +378,51 @@ def test_database_failures_read_as_the_api_says_them(monkeypatch: pytest.MonkeyP
 
 
 BATCH_PRIORITY = """
-import os, psutil
+import os, psutil, re
+from pathlib import Path
 from cari.cli.common import run, settings
+
+def group():
+    # This session's autogroup niceness; -99 where the kernel has none.
+    found = re.search(r"nice (-?\\d+)", Path("/proc/self/autogroup").read_text()) if Path(
+        "/proc/self/autogroup").exists() else None
+    return int(found.group(1)) if found else -99
 
 async def work(rt):
     async with rt.pool.connection() as conn:
         cur = await conn.execute("SELECT pg_backend_pid()")
         backend = (await cur.fetchone())[0]
-    return os.nice(0), psutil.Process(backend).nice()
+    return os.nice(0), psutil.Process(backend).nice(), group()
 
-print(*run(work, settings(), batch=True), os.nice(0))
+print(*run(work, settings(), batch=True), os.nice(0), group())
 """
 
 
-@pytest.mark.parametrize(("niceness", "lowered"), [(None, 10), ("0", 0), ("3", 3)])
+@pytest.mark.parametrize(("niceness", "lowered"), [(None, 19), ("0", 0), ("3", 3)])
 def test_a_batch_job_yields_the_cpu_but_its_database_does_not(
     dsn: str, clean_env: dict[str, str], niceness: str | None, lowered: int
 ) -> None:
-    """`cari ingest`, `reembed` and `refit` run at CARI_BATCH_NICENESS (10 by default) once the
-    database is up; the database's own processes keep their priority."""
+    """`cari ingest`, `reembed` and `refit` run at CARI_BATCH_NICENESS (19 by default) once the
+    database is up, and so does their session's autogroup while they run (Linux shares the CPU
+    between sessions first: `bench.serving`); the database's own processes keep their
+    priority."""
     env = {**clean_env, "DATABASE_URL": dsn}
     if niceness is not None:
         env["CARI_BATCH_NICENESS"] = niceness
+    # A session of its own, as a command typed in another terminal: its autogroup is new (nice
+    # 0), and this test's is left alone.
     done = subprocess.run(
-        [sys.executable, "-c", BATCH_PRIORITY], env=env, capture_output=True, text=True
+        [sys.executable, "-c", BATCH_PRIORITY],
+        env=env,
+        capture_output=True,
+        text=True,
+        start_new_session=True,
     )
     assert done.returncode == 0, done.stderr
-    work, backend, after = map(int, done.stdout.split())
+    work, backend, group, after, group_after = map(int, done.stdout.split())
     start = os.nice(0)
     assert (work, after) == (start + lowered, start + lowered)
+    if Path("/proc/self/autogroup").exists():
+        assert (group, group_after) == (lowered, 0)
     if lowered:
         assert backend < work  # the server's backend was not lowered with the command

@@ -148,12 +148,19 @@ class Settings(BaseSettings):
         description="Threads the local model embeds documents with; unset: OpenMP's default.",
     )
     batch_niceness: int = Field(
-        default=10,
+        default=19,
         ge=0,
         le=19,
-        description="Scheduling niceness `cari ingest`, `cari reembed` and `cari refit` run at, "
-        "so that a `cari serve` on the same machine keeps the CPU for questions; 0: the same "
-        "priority as everything else.",
+        description="Scheduling niceness `cari ingest`, `cari reembed` and `cari refit` (and "
+        "their session's autogroup, while they run) run at, so that a `cari serve` on the same "
+        "machine keeps the CPU for questions; 0: the same priority as everything else.",
+    )
+    serve_time_slice_us: int = Field(
+        default=100,
+        ge=0,
+        le=100_000,
+        description="Time slice `cari serve` asks the kernel for (Linux >= 6.12), so that its "
+        "threads preempt a batch job at once when a question wakes them; 0: the kernel's.",
     )
     embedding_max_waiting_queries: int = Field(default=64, ge=1, le=100_000)
     embedding_query_timeout_s: float = Field(

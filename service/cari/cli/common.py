@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from functools import wraps
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -18,6 +17,7 @@ import click
 import psycopg
 from psycopg_pool import PoolTimeout
 
+from cari.cli.priority import lowered
 from cari.db import database as db
 from cari.db import migrations
 from cari.errors import CariError
@@ -84,15 +84,13 @@ def run(
     config = config or settings()
     check(config)  # before the embedded server may be started for nothing
     dsn = migrated_database(config)
-    if batch and config.batch_niceness:
-        # Threads started from now on (the local model's OpenMP pool) inherit it.
-        os.nice(config.batch_niceness)
 
     async def main() -> R:
         async with open_runtime(config, dsn=dsn) as rt:
             return await work(rt)
 
-    return asyncio.run(main())
+    with lowered(config.batch_niceness if batch else 0):
+        return asyncio.run(main())
 
 
 def choice(literal: Any) -> click.Choice[str]:

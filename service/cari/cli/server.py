@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from cari.cli.common import migrated_database, ready_database, run, settings, user_errors
+from cari.cli.priority import ask_short_slices
 from cari.db import backup, embedded, migrations, standby
 from cari.db import database as db
 from cari.errors import CariError
@@ -44,6 +45,9 @@ def serve(host: str | None, port: int | None, allow_unauthenticated: bool | None
     tracing.configure()
     logs.configure(config)
     dsn = migrated_database(config)
+    # After the embedded server started (its processes keep the kernel's slices); the model's
+    # threads and the event loop's pool, started later, inherit it.
+    ask_short_slices(config.serve_time_slice_us)
     app = create_app(config, dsn)
     where = "external server" if config.database_url else f"embedded, data in {config.data_dir}"
     access = "API keys required" if config.api_keys else "no API keys (open API)"
