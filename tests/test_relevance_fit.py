@@ -243,8 +243,11 @@ def test_shipped_off_topic_vectors_are_the_models() -> None:
     assert shipped is not None, "stale: python -m tests.test_relevance_fit"
     computed = compute_off_topic()
     assert np.asarray(shipped).shape == computed.shape
-    # The same vectors up to the CPU's float rounding.
-    assert np.abs(np.asarray(shipped) - computed).max() < 1e-3, "stale: python -m tests..."
+    # The same vectors up to the CPU's kernels (the model's int8 dot products round differently
+    # on CPUs with VNNI or AMX: elements differ by up to ~3e-3); another question or model
+    # moves a vector far more.
+    cosines = np.sum(np.asarray(shipped) * computed, axis=1)
+    assert cosines.min() > 0.9995, "stale: python -m tests.test_relevance_fit"
 
 
 def test_shipped_off_topic_vectors_are_only_used_for_their_model_and_questions(
