@@ -13,7 +13,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -426,3 +426,99 @@ def test_a_batch_job_yields_the_cpu_but_its_database_does_not(
         assert (group, group_after) == (lowered, 0)
     if lowered:
         assert backend < work  # the server's backend was not lowered with the command
+
+
+BATCH_SESSION = """
+import asyncio, os, re, sys
+from pathlib import Path
+from cari.cli.common import run, settings
+
+def group(pid):
+    return int(re.search(r"nice (-?\\d+)", Path(f"/proc/{pid}/autogroup").read_text()).group(1))
+
+async def work(rt):
+    print(os.getpid(), int(os.getsid(0) == os.getpid()), group("self"), group(os.environ["CALLER"]),
+          flush=True)
+    if os.environ.get("WAIT"):
+        await asyncio.sleep(300)
+
+run(work, settings(), batch=True)
+print("done", flush=True)
+"""
+
+
+def _state(pid: int) -> str:
+    """`pid`'s state letter (R, S, T: stopped, Z: a zombie), "gone" once reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"
+
+
+def _until(pids: Sequence[int], accepted: Callable[[set[str]], bool], what: str) -> None:
+    """Wait until the states of `pids` are `accepted` (a guard against hanging, not a timing)."""
+    deadline = time.monotonic() + 60
+    while not accepted({_state(pid) for pid in pids}):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def _autogroup(pid: int | str = "self") -> int:
+    text = Path(f"/proc/{pid}/autogroup").read_text()
+    return int(text.split("nice")[1])
+
+
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="no autogroups here")
+@pytest.mark.parametrize("process_group", [0, None], ids=["typed in a shell", "scripted"])
+def test_a_batch_job_lowers_a_session_of_its_own(
+    dsn: str, clean_env: dict[str, str], process_group: int | None
+) -> None:
+    """A command typed in a shell (leading its process group in the shell's session) or run by
+    a script (in the script's group): the job forks into a session of its own and lowers that
+    one's autogroup, never the caller's (which holds the shell, anything started from it, or a
+    whole test run); the command passes on the job's output and exit status, and the signals it
+    gets."""
+    env = {**clean_env, "DATABASE_URL": dsn, "CALLER": str(os.getpid())}
+    caller = _autogroup()
+    done = subprocess.run(
+        [sys.executable, "-c", BATCH_SESSION],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        process_group=process_group,  # 0: as a shell's job control starts a command
+    )
+    assert done.returncode == 0, done.stderr
+    first, last = done.stdout.splitlines()
+    job, own, lowered, seen = map(int, first.split())
+    assert (own, lowered, seen, last) == (1, 19, caller, "done")
+    assert _autogroup() == caller
+
+    # Ctrl-C (or a kill) reaches the command, which is in the caller's process group, and the
+    # command passes it on; SIGKILL, which it cannot catch, takes the job with it.
+    for sent in (signal.SIGINT, signal.SIGKILL):
+        waiting = subprocess.Popen(
+            [sys.executable, "-c", BATCH_SESSION],
+            env={**env, "WAIT": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            process_group=process_group,
+        )
+        try:
+            assert waiting.stdout is not None
+            job = int(waiting.stdout.readline().split()[0])
+            assert job != waiting.pid
+            both = (job, waiting.pid)
+            if sent == signal.SIGINT:  # Ctrl-Z stops both, `fg` goes on with both
+                waiting.send_signal(signal.SIGTSTP)
+                _until(both, lambda states: states == {"T"}, "not stopped")
+                waiting.send_signal(signal.SIGCONT)
+                _until(both, lambda states: "T" not in states, "not going on")
+            waiting.send_signal(sent)
+            assert waiting.wait(timeout=120) == -sent
+            # gone, or a zombie: an orphan waits for init to reap it
+            _until([job], lambda states: states <= {"Z", "gone"}, f"{job} outlived its command")
+        finally:
+            waiting.kill()
+            waiting.communicate()

@@ -152,8 +152,9 @@ class Settings(BaseSettings):
         ge=0,
         le=19,
         description="Scheduling niceness `cari ingest`, `cari reembed` and `cari refit` (and "
-        "their session's autogroup, while they run) run at, so that a `cari serve` on the same "
-        "machine keeps the CPU for questions; 0: the same priority as everything else.",
+        "the autogroup of the session of their own they run in) run at, so that a `cari serve` "
+        "on the same machine keeps the CPU for questions; 0: the same priority as everything "
+        "else.",
     )
     serve_time_slice_us: int = Field(
         default=100,

@@ -17,7 +17,7 @@ import click
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from cari.cli.priority import lowered
+from cari.cli.priority import lowered, own_session
 from cari.db import database as db
 from cari.db import migrations
 from cari.errors import CariError
@@ -76,12 +76,14 @@ def run(
     work: Callable[[Runtime], Awaitable[R]], config: Settings | None = None, *, batch: bool = False
 ) -> R:
     """`work` in a runtime on the migrated database, closed when it returns. A `batch` job
-    (ingest, re-embed, refit) runs at `CARI_BATCH_NICENESS` from then on, so that a serving
-    process on the same machine keeps the CPU for questions; lowered only once the database is
-    up, so an embedded server this command starts keeps the normal priority."""
+    (ingest, re-embed, refit) runs in a session of its own, at `CARI_BATCH_NICENESS` once the
+    database is up (so an embedded server this command starts keeps the normal priority): a
+    serving process on the same machine keeps the CPU for questions."""
     from cari.runtime import check, open_runtime
 
     config = config or settings()
+    if batch and config.batch_niceness > 0:
+        own_session()  # first: nothing started yet that a fork would copy
     check(config)  # before the embedded server may be started for nothing
     dsn = migrated_database(config)
 

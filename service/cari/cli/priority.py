@@ -7,8 +7,12 @@ processes in a group and shares the CPU between groups first: a niceness acts on
 own group. A `cari ingest` typed in a terminal and a `cari serve` started elsewhere are in
 different groups, so the niceness alone left them half the CPU each (`bench.serving`: fresh
 questions' p95 1.6-2.4x alone beside an ingest at niceness 10, the ingest taking a whole core).
-The group is the whole session's (the shell the command was typed in, too), so its niceness is
-put back when the job ends.
+The group is the whole session's, so the job first moves into a session of its own: lowering
+the caller's would lower everything else in it too (the shell, a `cari serve &` started from
+it, a test run beside the services it started, which then starved under load from other
+sessions). It forks: the job goes on in the child, in a new session, and the parent stays in the
+caller's process group, passing on the signals it gets (Ctrl-C, Ctrl-Z, a `kill`) and the
+child's exit status.
 
 `cari serve` asks for short time slices (Linux >= 6.12, EEVDF's custom slice). A question wakes
 the server's threads many times (the model's threads between its parallel steps, the event
@@ -26,7 +30,10 @@ import logging
 import os
 import platform
 import re
+import signal
 import struct
+import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +42,11 @@ log = logging.getLogger(__name__)
 AUTOGROUP = Path("/proc/self/autogroup")
 # sched_setattr(2)'s number: it has no wrapper in glibc or Python.
 SCHED_SETATTR = {"x86_64": 314, "aarch64": 274, "riscv64": 274}
+# prctl(2)'s PR_SET_PDEATHSIG: the child of `own_session` is killed with its parent, as the
+# job was when it was one process.
+PR_SET_PDEATHSIG = 1
+# What the parent of `own_session` passes on to the job.
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # struct sched_attr, its first version (48 bytes): size, policy, flags, nice, priority,
 # runtime, deadline, period.
 SCHED_ATTR = struct.Struct("=IIQiIQQQ")
@@ -59,10 +71,60 @@ def _set_autogroup_nice(value: int) -> bool:
     return True
 
 
+def own_session() -> None:
+    """Go on in a session of its own (and so an autogroup of its own), where the kernel has
+    autogroups: in a forked child, while this process waits for it (it never returns). This
+    process could not leave its session while it leads its process group (as a command typed in
+    a shell does), and it stays in the caller's group, where a terminal's Ctrl-C or a script's
+    `kill` of the group reaches it. Call it before anything that a fork would copy badly
+    (threads, database connections, an embedded server's handle)."""
+    if _autogroup_nice() is None or os.getsid(0) == os.getpid():
+        return
+    if threading.active_count() > 1:
+        log.info("not moving into a session of its own: threads are running")
+        return
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:  # else written twice, by both processes
+            stream.flush()
+    parent = os.getpid()
+    child = os.fork()
+    if child == 0:
+        os.setsid()
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before prctl
+            os.kill(os.getpid(), signal.SIGKILL)
+        return
+    _wait_for(child)
+
+
+def _wait_for(child: int) -> None:
+    """The parent's part: pass signals on to `child` until it ends, then end as it did."""
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile: waitpid says how
+            os.kill(child, signum)
+
+    def stop(_signum: int, _frame: object) -> None:  # Ctrl-Z stops the job with the command
+        forward(signal.SIGSTOP, None)
+        os.kill(os.getpid(), signal.SIGSTOP)
+        forward(signal.SIGCONT, None)
+
+    for signum in FORWARDED:
+        signal.signal(signum, forward)
+    signal.signal(signal.SIGTSTP, stop)
+    _, status = os.waitpid(child, 0)  # retried after each handler (PEP 475)
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:  # killed by a signal: so is this process, as a shell expects
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code if code >= 0 else 128 - code)
+
+
 @contextlib.contextmanager
 def lowered(niceness: int) -> Iterator[None]:
     """This process at `niceness` (threads started from now on inherit it), and its session's
-    autogroup at least as low until the block ends; nothing where `niceness` is 0."""
+    autogroup at least as low until the block ends; nothing where `niceness` is 0. Run it in a
+    session of its own (`own_session`): the autogroup is the whole session's."""
     if niceness <= 0:
         yield
         return
