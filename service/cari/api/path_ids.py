@@ -39,14 +39,18 @@ def path_id(connection: ASGIConnection[Any, Any, Any, Any], routed: Path, kind: 
     return routed.as_posix().removeprefix("/")
 
 
-def nul_free(connection: ASGIConnection[Any, Any, Any, Any], _handler: BaseRouteHandler) -> None:
+async def nul_free(
+    connection: ASGIConnection[Any, Any, Any, Any], _handler: BaseRouteHandler
+) -> None:
     """Guard of every route under /v1: a path parameter (a collection's name, a document's id, a
-    SKU) holding NUL (`%00`) is refused as any string holding one is (`refuse_nul`)."""
+    SKU) holding NUL (`%00`) is refused as any string holding one is (`refuse_nul`). A
+    coroutine, as every guard: Litestar runs a plain function in a worker thread, a thread hop
+    for every request (tests/test_api.py)."""
     for name, value in connection.path_params.items():
         refuse_nul(name, str(value))
 
 
-def whole_collection(
+async def whole_collection(
     connection: ASGIConnection[Any, Any, Any, Any], _handler: BaseRouteHandler
 ) -> None:
     """Guard of a collection-wide route: refuse a raw path with an id after the route's own
