@@ -122,14 +122,15 @@ def _wait_for(child: int) -> None:
 
 @contextlib.contextmanager
 def lowered(niceness: int) -> Iterator[None]:
-    """This process at `niceness` (threads started from now on inherit it), and its session's
-    autogroup at least as low until the block ends; nothing where `niceness` is 0. Run it in a
-    session of its own (`own_session`): the autogroup is the whole session's."""
+    """This process at `niceness` (threads started from now on inherit it), and, where it leads
+    its session (`own_session` makes it so), the session's autogroup at least as low until the
+    block ends; nothing where `niceness` is 0. Any other session's autogroup is the caller's,
+    and lowering it would lower everything else in it."""
     if niceness <= 0:
         yield
         return
     os.nice(niceness)
-    before = _autogroup_nice()
+    before = _autogroup_nice() if os.getsid(0) == os.getpid() else None
     changed = before is not None and before < niceness and _set_autogroup_nice(niceness)
     try:
         yield
