@@ -186,22 +186,24 @@ def test_a_collection_moves_to_another_model_while_searches_answer(
         env["CARI_EMBEDDERS"] = json.dumps(profiles(wide))
         env["CARI_EMBEDDING_BATCH_SIZE"] = "1"
         wide.delay = 0.3  # each of the 4 chunks takes a while: searches run meanwhile
-        move = subprocess.Popen(
+        # Waited for even when an assertion below fails: a process left running would fail a
+        # later test with a ResourceWarning.
+        with subprocess.Popen(
             [sys.executable, "-m", "cari.cli", "reembed", "-c", "moving", "--embedder", "large"],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )
-        during, states = 0, set()
-        while move.poll() is None:
-            for key, text in DOCUMENTS.items():
-                assert top(client, "moving", text) == key
-                during += 1
-            collection = client.get("/v1/collections/moving").json()
-            states.add((collection["embedder"], collection["next_embedder"]))
-            time.sleep(0.05)
-        out, err = move.communicate()
+        ) as move:
+            during, states = 0, set()
+            while move.poll() is None:
+                for key, text in DOCUMENTS.items():
+                    assert top(client, "moving", text) == key
+                    during += 1
+                collection = client.get("/v1/collections/moving").json()
+                states.add((collection["embedder"], collection["next_embedder"]))
+                time.sleep(0.05)
+            out, err = move.communicate()
         assert move.returncode == 0, err
         assert "now uses large" in out
         # Searched on the old model meanwhile: the default one, named by CARI_EMBEDDER.
