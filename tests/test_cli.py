@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -13,7 +14,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -437,7 +438,7 @@ def group(pid):
     return int(re.search(r"nice (-?\\d+)", Path(f"/proc/{pid}/autogroup").read_text()).group(1))
 
 async def work(rt):
-    print(os.getpid(), int(os.getsid(0) == os.getpid()), group("self"), group(os.environ["CALLER"]),
+    print(os.getpid(), int(os.getsid(0) == os.getpid()), group("self"), group(os.getppid()),
           flush=True)
     if os.environ.get("WAIT"):
         await asyncio.sleep(300)
@@ -463,62 +464,89 @@ def _until(pids: Sequence[int], accepted: Callable[[set[str]], bool], what: str)
         time.sleep(0.05)
 
 
-def _autogroup(pid: int | str = "self") -> int:
-    text = Path(f"/proc/{pid}/autogroup").read_text()
-    return int(text.split("nice")[1])
+def _autogroup(pid: int) -> int:
+    return int(re.search(r"nice (-?\d+)", Path(f"/proc/{pid}/autogroup").read_text()).group(1))
+
+
+# A caller with an autogroup of its own, whatever this test run's session is (a process in the
+# boot session's, or in a cpu cgroup, has none to show): a shell, or a script, in a session of
+# its own. It starts the command (in a process group of its own, as a shell's job control does,
+# or in its own), says its pid and the command's, and ends as the command does.
+CALLER = """
+import os, signal, subprocess, sys
+group = 0 if sys.argv[1] == "shell" else None
+command = subprocess.Popen(sys.argv[2:], process_group=group)
+print(os.getpid(), command.pid, flush=True)
+code = command.wait()
+if code < 0:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
 
 
 @pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="no autogroups here")
-@pytest.mark.parametrize("process_group", [0, None], ids=["typed in a shell", "scripted"])
+@pytest.mark.parametrize("caller", ["shell", "script"], ids=["typed in a shell", "scripted"])
 def test_a_batch_job_lowers_a_session_of_its_own(
-    dsn: str, clean_env: dict[str, str], process_group: int | None
+    dsn: str, clean_env: dict[str, str], caller: str
 ) -> None:
     """A command typed in a shell (leading its process group in the shell's session) or run by
     a script (in the script's group): the job forks into a session of its own and lowers that
     one's autogroup, never the caller's (which holds the shell, anything started from it, or a
     whole test run); the command passes on the job's output and exit status, and the signals it
     gets."""
-    env = {**clean_env, "DATABASE_URL": dsn, "CALLER": str(os.getpid())}
-    caller = _autogroup()
-    done = subprocess.run(
-        [sys.executable, "-c", BATCH_SESSION],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        process_group=process_group,  # 0: as a shell's job control starts a command
-    )
-    assert done.returncode == 0, done.stderr
-    first, last = done.stdout.splitlines()
-    job, own, lowered, seen = map(int, first.split())
-    assert (own, lowered, seen, last) == (1, 19, caller, "done")
-    assert _autogroup() == caller
+
+    def start(**env: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-c", CALLER, caller, sys.executable, "-c", BATCH_SESSION],
+            env={**clean_env, "DATABASE_URL": dsn, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+    def said(lines: Iterable[str]) -> dict[int, list[int]]:
+        """The caller's line (its pid, the command's) and the job's (pid, whether it leads its
+        session, its autogroup's niceness, its parent's), by length: both write to one pipe."""
+        found: dict[int, list[int]] = {}
+        for line in lines:
+            fields = list(map(int, line.split()))
+            found[len(fields)] = fields
+            if len(found) == 2:
+                break
+        return found
+
+    done = start()
+    out, err = done.communicate(timeout=300)
+    assert done.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[-1] == "done"
+    found = said(lines[:-1])
+    shell, command = found[2]
+    job, own, lowered, seen = found[4]
+    assert (job != command, own, lowered, seen) == (True, 1, 19, 0)
 
     # Ctrl-C (or a kill) reaches the command, which is in the caller's process group, and the
     # command passes it on; SIGKILL, which it cannot catch, takes the job with it.
     for sent in (signal.SIGINT, signal.SIGKILL):
-        waiting = subprocess.Popen(
-            [sys.executable, "-c", BATCH_SESSION],
-            env={**env, "WAIT": "1"},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            process_group=process_group,
-        )
+        waiting, command = start(WAIT="1"), 0
         try:
             assert waiting.stdout is not None
-            job = int(waiting.stdout.readline().split()[0])
-            assert job != waiting.pid
-            both = (job, waiting.pid)
+            found = said(waiting.stdout)
+            (shell, command), job = found[2], found[4][0]
+            both = (job, command)
             if sent == signal.SIGINT:  # Ctrl-Z stops both, `fg` goes on with both
-                waiting.send_signal(signal.SIGTSTP)
+                os.kill(command, signal.SIGTSTP)
                 _until(both, lambda states: states == {"T"}, "not stopped")
-                waiting.send_signal(signal.SIGCONT)
+                os.kill(command, signal.SIGCONT)
                 _until(both, lambda states: "T" not in states, "not going on")
-            waiting.send_signal(sent)
+            assert _autogroup(shell) == 0  # the caller's, left alone
+            os.kill(command, sent)
             assert waiting.wait(timeout=120) == -sent
-            # gone, or a zombie: an orphan waits for init to reap it
             _until([job], lambda states: states <= {"Z", "gone"}, f"{job} outlived its command")
         finally:
+            if command and waiting.poll() is None:  # failed on the way: the job goes with it
+                os.kill(command, signal.SIGKILL)
             waiting.kill()
             waiting.communicate()

@@ -53,8 +53,9 @@ SCHED_ATTR = struct.Struct("=IIQiIQQQ")
 
 
 def _autogroup_nice() -> int | None:
-    """This session's autogroup niceness; None where the kernel has no autogroups (or this is
-    not Linux)."""
+    """This session's autogroup niceness; None where the kernel has no autogroups, this is not
+    Linux, or this process is in none (one started by a container's init or a daemon that never
+    began a session, or one in a cpu cgroup, shows none): there its niceness alone acts."""
     try:
         found = re.search(r"nice (-?\d+)", AUTOGROUP.read_text())
     except OSError:
