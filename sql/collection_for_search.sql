@@ -8,6 +8,7 @@ SELECT id, search_mode, fusion, vector_weight, keyword_weight, rrf_k, top_k, thr
        CASE WHEN relevance_fit ->> 'embedder' IS NOT DISTINCT FROM embedder
             THEN (relevance_fit ->> 'cosine_floor')::float8 END AS fit_floor,
        CASE WHEN relevance_fit ->> 'embedder' IS NOT DISTINCT FROM embedder
-            THEN (relevance_fit ->> 'cosine_ceiling')::float8 END AS fit_ceiling
+            THEN (relevance_fit ->> 'cosine_ceiling')::float8 END AS fit_ceiling,
+       name
 FROM collections
 WHERE name = %(name)s;

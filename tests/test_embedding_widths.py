@@ -221,6 +221,51 @@ def test_a_collection_moves_to_another_model_while_searches_answer(
         assert left.fetchone() == (0,)
 
 
+def test_a_search_that_read_its_collection_before_a_move_searches_the_new_model(
+    dsn: str, wide: FakeOpenAI, clean_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search reads its collection's row (kept by the server until the change is announced),
+    then embeds the question and searches that model's width. When `cari reembed` finishes in
+    between (or its announcement is late), no vector of the old width is left: the search
+    starts again on the row as it is now, rather than answering with no vector results."""
+    with open_app(dsn, wide) as client:
+        assert client.post("/v1/collections", json={"name": "late"}).status_code == 201
+        add(client, "late")
+        rows = client.app.state.runtime.searcher.collections
+        kept: dict[str, Any] = {}
+        read = rows.get
+
+        async def unannounced(pool: Any, name: str) -> Any:  # the row from before the move
+            kept.setdefault(name, await read(pool, name))
+            return kept[name]
+
+        monkeypatch.setattr(rows, "get", unannounced)
+        assert top(client, "late", DOCUMENTS["harbour"]) == "harbour"
+        assert kept["late"].embedder is None
+
+        env = cli_env(clean_env, dsn, wide)
+        env["CARI_EMBEDDERS"] = json.dumps(profiles(wide))
+        moved = subprocess.run(
+            [sys.executable, "-m", "cari.cli", "reembed", "-c", "late", "--embedder", "large"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert moved.returncode == 0, moved.stderr
+        assert widths(dsn, "late") == {WIDE}
+
+        for mode in ("vector", "hybrid"):
+            for key, text in DOCUMENTS.items():
+                response = client.post(
+                    "/v1/collections/late/search",
+                    json={"query": text, "mode": mode, "top_k": 1, "explain": True},
+                ).json()
+                (found,) = response["results"]
+                assert (found["document_id"], "vector" in found["retrievers"]) == (key, True)
+                assert response["degraded"] == []
+
+
 def test_widths_above_pgvectors_limit_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"CARI_EMBEDDING_DIMENSIONS: 5000 dimensions .*4,000"):
         load_settings(embedder="openai", embedding_model="m", embedding_dimensions=5000)

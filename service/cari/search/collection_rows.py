@@ -59,6 +59,14 @@ class CollectionRows:
             self._rows[name] = row
         return row
 
+    async def read(self, pool: AsyncConnectionPool, name: str) -> SearchCollection | None:
+        """The row as `pool` has it now, never a kept one; what was kept is forgotten when it
+        differs (the announcement of the change may still be on its way)."""
+        row = await _read(pool, name)
+        if row != self._rows.get(name, row):
+            self.forget()
+        return row
+
     async def listen(self) -> None:
         """Hear the announcements on a connection of its own until cancelled; after a failure,
         connect again with backoff."""

@@ -67,6 +67,14 @@ ANSWER_RESERVE_S = 0.15
 T = TypeVar("T")
 
 
+class _Moved(Exception):
+    """The collection was moved to another embedder after the search read its row: its vectors
+    are now of another width, and the search found none of the old one."""
+
+    def __init__(self, collection: SearchCollection) -> None:
+        self.collection = collection  # its row since the move
+
+
 @dataclass(frozen=True, slots=True)
 class _Model:
     """An embedder as searches use it: its query vectors, its router, its vectors' index."""
@@ -126,13 +134,27 @@ class Searcher:
     async def search_on(
         self, node: Node, collection_name: str, request: SearchRequest
     ) -> SearchResponse:
-        """Search with every statement on `node`."""
+        """Search with every statement on `node`; once more, from the start, when the collection
+        was moved to another embedder meanwhile (`cari reembed` finishing)."""
+        try:
+            return await self._search_on(node, collection_name, request, None)
+        except _Moved as moved:
+            return await self._search_on(node, collection_name, request, moved.collection)
+
+    async def _search_on(
+        self,
+        node: Node,
+        collection_name: str,
+        request: SearchRequest,
+        collection: SearchCollection | None,
+    ) -> SearchResponse:
         started = time.perf_counter()
         began = time.monotonic()  # the embedding wait's deadline is counted from here
         pool = node.pool
         text = _query_text(request)
         filters = compile_filters(request.filters)
-        collection = await self._collection(pool, collection_name)
+        if collection is None:
+            collection = await self._collection(pool, collection_name)
         exact = signals.detect(text)
         warnings: list[str] = []
         rerank = self._reranks(request, warnings)
@@ -340,6 +362,8 @@ class Searcher:
                 "vector",
                 self._vector(pool, vector, model.space, plan.ef_search, filters, params),
             )
+            if not found:  # none of this width: a move may have replaced them all
+                await self._unmoved(pool, collection)
             return found
 
         jobs: dict[str, Awaitable[list[Candidate]]] = {}
@@ -383,6 +407,14 @@ class Searcher:
         part.routing = await _timed(
             part.timings, "route", model.router.route(part.text, part.vector, keywords)
         )
+
+    async def _unmoved(self, pool: AsyncConnectionPool, searched: SearchCollection) -> None:
+        """Raise _Moved when `searched`, the row the search read, names an embedder that its
+        collection no longer has (the row may be kept from before the move, or the move may
+        have committed since it was read)."""
+        now = await self.collections.read(pool, searched.name)
+        if now is not None and now.embedder != searched.embedder:
+            raise _Moved(now)
 
     async def _collection(self, pool: AsyncConnectionPool, name: str) -> SearchCollection:
         found = await self.collections.get(pool, name)

@@ -42,6 +42,7 @@ class SearchCollection:
     relevance_cosine_ceiling: float | None
     fit_floor: float | None
     fit_ceiling: float | None
+    name: str
 
     def scale(self, configured: relevance.Scale) -> tuple[relevance.Scale, str]:
         """Its relevance scale and where it comes from: "collection", "fit" or "settings"."""
