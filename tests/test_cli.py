@@ -471,15 +471,17 @@ def _autogroup(pid: int) -> int:
 # A caller with an autogroup of its own, whatever this test run's session is (a process in the
 # boot session's, or in a cpu cgroup, has none to show): a shell, or a script, in a session of
 # its own. It starts the command (in a process group of its own, as a shell's job control does,
-# or in its own), says its pid and the command's, and ends as the command does.
+# or in its own) with Ctrl-C's default action (this test run may have been started in the
+# background of a script, where it is ignored, and so by everything it starts), says its pid
+# and the command's, and ends as the command does.
 CALLER = """
 import os, signal, subprocess, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
 group = 0 if sys.argv[1] == "shell" else None
 command = subprocess.Popen(sys.argv[2:], process_group=group)
 print(os.getpid(), command.pid, flush=True)
 code = command.wait()
 if code < 0:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.kill(os.getpid(), -code)
 sys.exit(code)
 """

@@ -25,6 +25,9 @@ Unbuildable                internal: Cari's keyword extension cannot be built he
                            make or server headers; a failed compile); logged once, and the SQL
                            statement serves keyword search
 
+CollectionMoved            internal: a search's collection moved to another embedder after the
+                           search read it; the search starts again on its new row
+
 ClientError                cari.client: a call to Cari's HTTP API failed
 ├── TransportError         no answer: the connection failed or timed out
 └── APIError               Cari answered with a problem (RFC 9457): status, code, detail, errors
@@ -160,6 +163,15 @@ class Retryable(Exception):
 class Unbuildable(Exception):
     """Cari's keyword extension cannot be built here; the message says why and what to
     install."""
+
+
+class CollectionMoved(Exception):
+    """The collection was moved to another embedder after the search read its row: its vectors
+    are now of another width, and the search found none of the old one."""
+
+    def __init__(self, collection: Any) -> None:  # no import of cari.search here: a cycle
+        super().__init__("the collection moved to another embedder")
+        self.collection = collection  # its row since the move, a SearchCollection
 
 
 class ClientError(Exception):

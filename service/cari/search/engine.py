@@ -39,6 +39,7 @@ from cari.db.replicas import Node, Reads
 from cari.db.vector_space import Space, space
 from cari.embed import Embedders
 from cari.errors import (
+    CollectionMoved,
     EmbedderBusy,
     EmbedderUnavailable,
     InvalidInput,
@@ -65,14 +66,6 @@ from cari.settings import Settings
 # chunks on 2 busy cores), so that a degraded hybrid search still answers within the budget.
 ANSWER_RESERVE_S = 0.15
 T = TypeVar("T")
-
-
-class _Moved(Exception):
-    """The collection was moved to another embedder after the search read its row: its vectors
-    are now of another width, and the search found none of the old one."""
-
-    def __init__(self, collection: SearchCollection) -> None:
-        self.collection = collection  # its row since the move
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +131,7 @@ class Searcher:
         was moved to another embedder meanwhile (`cari reembed` finishing)."""
         try:
             return await self._search_on(node, collection_name, request, None)
-        except _Moved as moved:
+        except CollectionMoved as moved:
             return await self._search_on(node, collection_name, request, moved.collection)
 
     async def _search_on(
@@ -409,12 +402,12 @@ class Searcher:
         )
 
     async def _unmoved(self, pool: AsyncConnectionPool, searched: SearchCollection) -> None:
-        """Raise _Moved when `searched`, the row the search read, names an embedder that its
-        collection no longer has (the row may be kept from before the move, or the move may
-        have committed since it was read)."""
+        """Raise CollectionMoved when `searched`, the row the search read, names an embedder
+        that its collection no longer has (the row may be kept from before the move, or the
+        move may have committed since it was read)."""
         now = await self.collections.read(pool, searched.name)
         if now is not None and now.embedder != searched.embedder:
-            raise _Moved(now)
+            raise CollectionMoved(now)
 
     async def _collection(self, pool: AsyncConnectionPool, name: str) -> SearchCollection:
         found = await self.collections.get(pool, name)
