@@ -530,8 +530,9 @@ def test_a_batch_job_lowers_a_session_of_its_own(
     assert (job != command, own, lowered, seen) == (True, 1, 19, 0)
 
     # Ctrl-C (or a kill) reaches the command, which is in the caller's process group, and the
-    # command passes it on; SIGKILL, which it cannot catch, takes the job with it.
-    for sent in (signal.SIGINT, signal.SIGKILL):
+    # command passes it on; SIGKILL, which it cannot catch, takes the job with it; a job killed
+    # on its own (the OOM killer, a `kill -9` of its pid) ends the command as it ended.
+    for sent, to_job in ((signal.SIGINT, False), (signal.SIGKILL, False), (signal.SIGKILL, True)):
         waiting, command = start(WAIT="1"), 0
         try:
             assert waiting.stdout is not None
@@ -544,7 +545,7 @@ def test_a_batch_job_lowers_a_session_of_its_own(
                 os.kill(command, signal.SIGCONT)
                 _until(both, lambda states: "T" not in states, "not going on")
             assert _autogroup(shell) == 0  # the caller's, left alone
-            os.kill(command, sent)
+            os.kill(job if to_job else command, sent)
             assert waiting.wait(timeout=120) == -sent
             _until([job], lambda states: states <= {"Z", "gone"}, f"{job} outlived its command")
         finally:

@@ -116,7 +116,8 @@ def _wait_for(child: int) -> None:
     _, status = os.waitpid(child, 0)  # retried after each handler (PEP 475)
     code = os.waitstatus_to_exitcode(status)
     if code < 0:  # killed by a signal: so is this process, as a shell expects
-        signal.signal(-code, signal.SIG_DFL)
+        with contextlib.suppress(OSError):  # SIGKILL's action cannot be set, and is the default
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     os._exit(code if code >= 0 else 128 - code)
 
