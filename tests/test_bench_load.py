@@ -25,7 +25,7 @@ from tests.fake_openai import FakeOpenAI
 CHUNKS = 200
 TINY = Path(__file__).parent / "fixtures" / "beir-tiny"  # passages and questions, in the repo
 QUERIES = 4  # all of the tiny set's
-DURATION = 1.0
+DURATION = 0.5
 CONCURRENCY = [1, 2]
 CELL_KEYS = {
     "concurrency",

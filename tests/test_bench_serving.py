@@ -1,6 +1,6 @@
 """The serving scenarios' benchmark on a 200-chunk corpus: every scenario through real `cari
 serve`, `cari ingest` and `cari search` processes, embedding through the local fake (and
-bench.fast_embedder's healthy and frozen processes), 1 s per cell; and its summary on
+bench.fast_embedder's healthy and frozen processes), half a second per cell; and its summary on
 hand-made answers."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def test_every_scenario_through_real_processes(
         "CARI_WRITE_EMBEDDING_BUDGET_S": "2",
     }
     args = argparse.Namespace(
-        duration=1.0,
+        duration=0.5,
         clients=3,
         ingest_documents=len(passages),
         rounds=2,
