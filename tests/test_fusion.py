@@ -79,3 +79,9 @@ def test_one_list_keeps_its_order_and_zero_weights_fall_back_to_ranks() -> None:
         tied = fuse(lists(), {}, method, 60)
         assert [f.chunk_id for f in tied] == [1, 3, 2, 4]
     assert fuse({}, {"keyword": 1.0}, "zscore", 60) == []
+
+
+def test_z_score_of_scores_too_close_to_square_is_a_tie() -> None:
+    """Differences whose squares underflow to 0 normalise as equal scores do, not by 0."""
+    assert z_score([1e-170, 2e-170]) == ([1.0, 1.0], 0.0)
+    assert z_score([0.1, 0.1, 0.1]) == ([1.0, 1.0, 1.0], 0.0)

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-import statistics
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -99,10 +99,14 @@ def min_max(scores: Sequence[float]) -> tuple[list[float], float]:
 
 def z_score(scores: Sequence[float]) -> tuple[list[float], float]:
     """(score - mean) / standard deviation; the missing get the lowest."""
-    spread = statistics.pstdev(scores) if len(scores) > 1 else 0.0
-    if spread == 0:
+    if not scores or max(scores) == min(scores):
         return [1.0] * len(scores), 0.0
-    mean = statistics.fmean(scores)
+    # math.fsum, not statistics.pstdev: pstdev sums in exact fractions, 88 µs for a list of 100
+    # against 9 µs, and a hybrid search normalises two lists; fsum's sums are correctly rounded.
+    mean = math.fsum(scores) / len(scores)
+    spread = math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / len(scores))
+    if spread == 0:  # differences so small that their squares underflow
+        return [1.0] * len(scores), 0.0
     values = [(s - mean) / spread for s in scores]
     return values, min(values)
 
