@@ -3,7 +3,6 @@ ordered by how fully the query names each product."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from cari.catalog.store import financing_rates
+from cari.concurrency import all_or_none
 from cari.db.queries import query
 from cari.db.vector_space import Space
 from cari.schema.catalog import CatalogItem, FinancingRate
@@ -70,7 +70,7 @@ async def search_catalog(
     if vector is None or space is None:
         keyword = await _keyword_rows(pool, params)
     else:
-        keyword, nearest = await asyncio.gather(
+        keyword, nearest = await all_or_none(
             _keyword_rows(pool, params), _vector_rows(pool, space, params)
         )
     hits = _merge(keyword, nearest, set(lexemes), {w.casefold() for w in words})

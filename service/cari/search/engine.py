@@ -33,6 +33,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from cari import synonyms, typos
+from cari.concurrency import all_or_none
 from cari.db.keyword_engine import KeywordEngine
 from cari.db.queries import query
 from cari.db.replicas import Node, Reads
@@ -230,7 +231,7 @@ class Searcher:
         params = {**filter_params, "collection_id": collection.id, "candidates": plan.candidates}
         keywords = Keywords(collection.pricing_keywords, collection.financing_keywords)
         degraded: list[str] = []
-        await asyncio.gather(
+        await all_or_none(
             *(
                 self._retrieve(
                     pool, part, collection, plan, fragment, params, keywords, degraded, began

@@ -21,6 +21,7 @@ from typing import Literal
 
 import numpy as np
 
+from cari.concurrency import all_or_none
 from cari.embed import Embedder
 
 Route = Literal["knowledge", "pricing", "specs", "financing"]
@@ -172,7 +173,7 @@ class Router:
                 texts = (*SPECS_EXAMPLES, *OTHER_EXAMPLES)
                 vectors = shipped_examples(self.embedder.model_name)
                 if vectors is None:
-                    found = await asyncio.gather(*(self.embedder.embed_query(t) for t in texts))
+                    found = await all_or_none(*(self.embedder.embed_query(t) for t in texts))
                     vectors = np.stack([np.asarray(v, np.float32) for v in found])
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
                 labels = np.array([i < len(SPECS_EXAMPLES) for i in range(len(texts))])

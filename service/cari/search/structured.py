@@ -13,7 +13,6 @@ with no rates gets none ("interest" meant something else there).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -23,6 +22,7 @@ import numpy as np
 from psycopg_pool import AsyncConnectionPool
 
 from cari.catalog.search import CatalogHit, FinancingRate, financing_rates, search_catalog
+from cari.concurrency import all_or_none
 from cari.db.vector_space import Space
 from cari.search.amounts import FinancingTerms, parse_financing
 from cari.search.installments import RateType, monthly_payment
@@ -61,7 +61,7 @@ async def sources(
     routing; `space` is the vectors'), most relevant first, at most `limit` catalog items."""
     routed = [(t, v) for t, v, r in parts if PRODUCT_ROUTES & set(r.routes)]
     financing = any("financing" in r.routes for _, _, r in parts)
-    searches = await asyncio.gather(
+    searches = await all_or_none(
         *(search_catalog(pool, collection_id, t, v, space, limit) for t, v in routed)
     )
     named: dict[str, CatalogHit] = {}

@@ -1,0 +1,24 @@
+"""Awaitables run side by side, all or none."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+async def all_or_none(*awaitables: Awaitable[T]) -> list[T]:
+    """Their results in order, as `asyncio.gather` gives them; when one raises (or this is
+    cancelled), the others are cancelled and awaited before the exception propagates. `gather`
+    alone leaves them running: a search whose keyword statement failed kept its other parts'
+    statements going on the pool's connections, for results nobody would read."""
+    tasks = [asyncio.ensure_future(awaitable) for awaitable in awaitables]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
