@@ -4,6 +4,7 @@ on both. Every wait is bounded."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -13,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from bench.replicas import caught_up
 from litestar.testing import TestClient
 
 from cari.db import embedded, migrations, standby
@@ -109,16 +111,11 @@ def replay(pair: Pair, action: str) -> None:
         conn.execute(f"SELECT pg_wal_replay_{action}()")  # pause or resume
 
 
-def replayed(pair: Pair, collection: str) -> None:
-    """Wait until the standby has replayed the collection's creation: a search without a token
-    that reaches it before then is a 404 (CI once paused the standby first)."""
-
-    def there() -> bool:
-        with psycopg.connect(pair.standby) as conn:
-            found = conn.execute("SELECT count(*) FROM collections WHERE name = %s", (collection,))
-            return found.fetchone() == (1,)
-
-    until(there, timeout_s=60)
+def replayed(pair: Pair) -> None:
+    """Wait until the standby has replayed what the primary has flushed: a search without a
+    token that reaches it before a new collection is replayed is a 404 (CI once paused it
+    first)."""
+    asyncio.run(caught_up(pair.primary, [pair.standby]))
 
 
 def test_a_search_is_served_by_the_standby_and_sees_the_write_of_its_token(
@@ -195,7 +192,7 @@ def test_a_lagging_standby_is_taken_out_and_comes_back(
 ) -> None:
     with replicated(max_replica_lag_s=1.0) as client:
         name, _ = new_collection(client)
-        replayed(pair, name)
+        replayed(pair)
         assert search(client, name, "bensin")["explain"]["served_by"] == "replica1"
         replay(pair, "pause")
         try:
@@ -309,7 +306,7 @@ def test_the_client_reads_its_own_writes_from_a_server_with_a_replica(
     with serving(env) as url, Client(url) as writer, Client(url) as other:
         writer.create_collection(CollectionCreate(name="session"))
         assert writer.consistency_token is not None
-        replayed(pair, "session")  # then paused: the collection is there, its document not
+        replayed(pair)  # then paused: the collection is there, its document not
         replay(pair, "pause")
         try:
             first = writer.consistency_token
