@@ -582,6 +582,20 @@ def test_topk_ties_rank_by_chunk_id(conn: Conn) -> None:
         assert [c for c, _ in expected[:3]] == sorted(better)[:k]
 
 
+def test_topk_bounds_a_term_past_the_end_of_its_row(conn: Conn) -> None:
+    # "common" stops cutting windows once it is not essential, so a window then spans its rows;
+    # past the row it is in, its bound (its ceiling) must still cover its best posting there:
+    # chunk 5000, rows later, the only chunk that beats chunk 1.
+    common = {c: (c, 0, 30, 0, 30) if c == 5000 else (c, 0, 1, 0, 100) for c in range(1, 6001)}
+    rare = {c: (c, 0, 1, 0, 100) for c in (1, 6000)}
+    assert store(conn, 970, "common", list(common.values())) > 3
+    store(conn, 970, "rare", list(rare.values()))
+    q = Query(970, ["common", "rare"], [1.0, 3.0], k=1)
+    expected = reference(q, {"common": common, "rare": rare})
+    assert [c for c, _ in expected] == [5000]
+    assert topk(conn, q) == topk(conn, q, pruning=False) == expected
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

@@ -12,14 +12,14 @@
  * an essential term, up to the probed chunk otherwise, each posting scored
  * when first read.
  *
- * The walk is document at a time over windows of chunk ids [wstart, wend]:
- * wend is the smallest last id of the terms' current sub-blocks, so within a
- * window each term has at most one sub-block, whose bound (its best bound
- * point, scored with the query's parameters) bounds the term's part there.
- * A "unit" is an ungrouped term, or a group of terms (a fired synonym rule)
- * scoring its best alternative; a group's bound is the largest sum of its
- * alternatives' bounds.  With theta the k-th best score so far (0 until k
- * chunks scored above 0: only scores > 0 are returned):
+ * The walk goes over windows of chunk ids [wstart, wend], in ascending order.
+ * A term's bound in a window is the largest bound (its best bound point,
+ * scored with the query's parameters) of its sub-blocks there; past the end
+ * of the row it is in (a row not read yet) its ceiling, weight * (k1 + 1),
+ * which no part exceeds.  A "unit" is an ungrouped term, or a group of terms
+ * (a fired synonym rule) scoring its best alternative; a group's bound is the
+ * largest sum of its alternatives' bounds.  With theta the k-th best score so
+ * far (0 until k chunks scored above 0: only scores > 0 are returned):
  *	 - a window whose units' bounds add up to no more than theta is skipped
  *	   without decoding anything;
  *	 - otherwise the units sorted by bound, the longest prefix adding up to no
@@ -27,6 +27,16 @@
  *	   beat theta, so candidates are the chunks of the essential units' terms,
  *	   and each probes the non-essential units, largest bound first, stopping
  *	   once its score so far plus the bounds left cannot beat theta.
+ * Windows are cut where an essential term's current sub-block ends, so each
+ * essential term has one sub-block in a window, decoded in full; the others
+ * do not cut them.  A window starts as long as the last window's essential
+ * terms allow; if its own essential terms differ, it is cut shorter and its
+ * bounds taken again (they only shrink), at most once per term.  Cutting at
+ * every term's sub-block ends made windows of a few dozen chunks with many
+ * frequent terms, each paying the units' setup again.
+ * A window of at most BM25_DENSE_SPAN chunk ids gathers its candidates term
+ * at a time (dense_window); a longer one, document at a time from the
+ * essential terms' cursors.
  * Chunks are met in ascending id order, so a chunk scoring exactly theta would
  * rank after the k-th (same score, larger id): "cannot beat" is "<= theta",
  * which keeps the result exact under ties.  Bounds and the running sums
@@ -39,8 +49,9 @@
  * posting of every window, returns the very same doubles.
  *
  * Memory: the terms' cursors (a parsed directory and one decoded sub-block
- * each), the units, the heap of k hits, and the allowed/dead arrays: all in a
- * context deleted at the end of the call.  Nothing is sized by the corpus.
+ * each), the units, the heap of k hits, a dense window's sums, and the
+ * allowed/dead arrays: all in a context deleted at the end of the call.
+ * Nothing is sized by the corpus.
  *
  *-------------------------------------------------------------------------
  */
@@ -65,6 +76,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "port/pg_bitutils.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -87,11 +99,14 @@
 #define BM25_MAX_K			100000
 #define BOUND_SLACK			1e-9
 #define BOUND_SLACK_ABS		1e-300
+/* a window of at most this many chunk ids is walked term at a time (32 kB of sums) */
+#define BM25_DENSE_SPAN		4096
 
 /* a query term and its cursor over its block rows */
 typedef struct Term
 {
 	double		weight;
+	double		ceiling;		/* bounds any part: weight * (k1 + 1) */
 	int			unit;
 	int			alt;			/* its alternative within its group, dense */
 
@@ -122,6 +137,8 @@ typedef struct Term
 												 * len_body */
 
 	bool		in_window;		/* its current sub-block meets the window */
+	bool		cuts;			/* essential in the last window: its sub-block
+								 * ends cut the next */
 	double		cur;			/* its part in the current chunk */
 } Term;
 
@@ -160,6 +177,8 @@ typedef struct Walk
 	int		   *order;			/* present units by ascending bound */
 	Term	  **ess;			/* the essential units' terms in the window */
 	double	   *prefix;			/* prefix sums of their bounds */
+	double	   *sums;			/* dense_window's: BM25_DENSE_SPAN */
+	uint64	   *seen;			/* and which of them hold a sum */
 
 	const int64 *allowed;		/* NULL: every chunk */
 	int			nallowed;
@@ -433,17 +452,40 @@ term_part(Walk *w, Term *t, int i)
 	return part;
 }
 
-/* The term's part in chunk d (0 when absent); moves its cursor to >= d. */
+/*
+ * The term's part in chunk d (0 when absent); moves its cursor to >= d, over
+ * the sub-blocks and rows a window may span.
+ */
 static inline double
 term_part_at(Walk *w, Term *t, int64 d)
 {
 	if (!t->in_window)
+		return 0.0;
+	term_seek(w, t, d);
+	if (t->exhausted)
 		return 0.0;
 	if (!t->decoded || (t->count < t->total && (t->count == 0 || t->ids[t->count - 1] < d)))
 		term_fill(w, t, d);
 	while (t->pos < t->count && t->ids[t->pos] < d)
 		t->pos++;
 	return (t->pos < t->count && t->ids[t->pos] == d) ? term_part(w, t, t->pos) : 0.0;
+}
+
+/*
+ * The term's bound in a window ending at wend: the largest of its sub-blocks'
+ * there, from its current one, or its ceiling where the window goes past its
+ * row.
+ */
+static inline double
+term_window_bound(const Term *t, int64 wend)
+{
+	double		bound = t->bound[t->sub];
+
+	for (int s = t->sub + 1; s < t->block.nsub && t->block.sub[s].floor < wend; s++)
+		bound = Max(bound, t->bound[s]);
+	if (t->block.sub[t->block.nsub - 1].last < wend)
+		bound = Max(bound, t->ceiling);
+	return bound;
 }
 
 /* A unit's score in the current chunk, from its terms' parts there (cur). */
@@ -543,20 +585,15 @@ essential_next(Walk *w, int ness, int64 *d)
 	return found;
 }
 
-/* Score the chunks of one window [wstart, wend]; false when the walk is over. */
-static bool
-walk_window(Walk *w, int64 wstart, int64 wend)
+/*
+ * The units present in a window ending at wend, into w->order, and their
+ * bounds there; returns how many.
+ */
+static int
+window_units(Walk *w, int64 wend)
 {
 	int			np = 0;
-	int			ne = 0;
-	double		theta = walk_theta(w);
-	uint32		ncandidates = 0;
-	int			ness;
-	bool		ess_groups = false;
-	bool		found;
-	int64		d;
 
-	/* the units present in the window and their bounds */
 	for (int i = 0; i < w->nterms; i++)
 	{
 		Term	   *t = &w->terms[i];
@@ -575,7 +612,7 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 
 			unit->present = t->in_window;
 			if (t->in_window)
-				unit->bound = t->bound[t->sub];
+				unit->bound = term_window_bound(t, wend);
 		}
 		else
 		{
@@ -588,7 +625,7 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 				if (!t->in_window)
 					continue;
 				unit->present = true;
-				w->alt_sums[t->alt] += t->bound[t->sub];
+				w->alt_sums[t->alt] += term_window_bound(t, wend);
 			}
 			for (int a = 0; a < unit->nalts; a++)
 				unit->bound = Max(unit->bound, w->alt_sums[a]);
@@ -596,23 +633,214 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 		if (unit->present)
 			w->order[np++] = u;
 	}
-	if (np == 0)
-		return true;
+	return np;
+}
+
+/*
+ * The smallest current sub-block end of the terms of units order[ne..np) in
+ * the window, if below wend, else wend.
+ */
+static int64
+essential_end(Walk *w, int ne, int np, int64 wend)
+{
+	for (int i = ne; i < np; i++)
+	{
+		const Unit *unit = &w->units[w->order[i]];
+
+		for (int j = 0; j < unit->nterms; j++)
+		{
+			const Term *t = &w->terms[unit->terms[j]];
+
+			if (t->in_window)
+				wend = Min(wend, t->block.sub[t->sub].last);
+		}
+	}
+	return wend;
+}
+
+/*
+ * Finish candidate d, whose essential terms' parts sum to s: probe the others,
+ * largest bound first, while d can still enter the top k; if it may, score it
+ * in the canonical order (units in their own order) and offer it.  The
+ * essential terms' parts in d (their cur) are set already, or here when
+ * `ess_set` is false.
+ */
+static void
+candidate_finish(Walk *w, int64 d, double s, int ne, int ness, bool ess_set)
+{
+	double		theta = walk_theta(w);
+	double		score = 0.0;
+
+	for (int i = ne - 1; i >= 0; i--)
+	{
+		const Unit *unit = &w->units[w->order[i]];
+
+		if (cannot_beat(s + w->prefix[i + 1], theta))
+		{
+			w->candidates_pruned++;
+			return;
+		}
+		for (int j = 0; j < unit->nterms; j++)
+		{
+			Term	   *t = &w->terms[unit->terms[j]];
+
+			t->cur = term_part_at(w, t, d);
+		}
+		s += unit_value(w, unit);
+	}
+	if (!ess_set)
+	{
+		for (int e = 0; e < ness; e++)
+		{
+			Term	   *t = w->ess[e];
+
+			while (t->pos < t->count && t->ids[t->pos] < d)
+				t->pos++;
+			t->cur = t->pos < t->count && t->ids[t->pos] == d ? term_part(w, t, t->pos) : 0.0;
+		}
+	}
+	for (int u = 0; u < w->nunits; u++)
+		if (w->units[u].present)
+			score += unit_value(w, &w->units[u]);
+	if (unlikely(!isfinite(score)))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("BM25 score of chunk " INT64_FORMAT " is out of range", d),
+				 errhint("Check the weights, avglen and boost.")));
+	if (score > 0.0)
+		hits_offer(w, score, d);
+}
+
+/*
+ * The candidates of a window of at most BM25_DENSE_SPAN chunks, term at a
+ * time: each essential term's parts in the window are added into an array
+ * indexed by chunk, which is then read in chunk order.  With many frequent
+ * terms nearly every term is essential, and the document-at-a-time merge
+ * (essential_next) visited every essential term for each of tens of
+ * thousands of candidates; here each posting is visited once.  The sums are
+ * in term order, not the canonical one, so they serve the pruning only (which
+ * allows for a few ulps); a chunk that may enter is scored canonically by
+ * candidate_finish.  False when the walk is over.
+ */
+static bool
+dense_window(Walk *w, int64 wstart, int64 wend, int ne, int ness)
+{
+	int			span = (int) (wend - wstart + 1);
+	int			nwords = (span + 63) / 64;
+	uint32		ncandidates = 0;
+
+	memset(w->seen, 0, sizeof(uint64) * nwords);
+	for (int e = 0; e < ness; e++)
+	{
+		Term	   *t = w->ess[e];
+
+		for (int i = t->pos; i < t->count && t->ids[i] <= wend; i++)
+		{
+			int			slot = (int) (t->ids[i] - wstart);
+			uint64		bit = UINT64CONST(1) << (slot & 63);
+			double		part = term_part(w, t, i);
+
+			if (w->seen[slot >> 6] & bit)
+				w->sums[slot] += part;
+			else
+			{
+				w->seen[slot >> 6] |= bit;
+				w->sums[slot] = part;
+			}
+		}
+	}
+	for (int word = 0; word < nwords; word++)
+	{
+		uint64		bits = w->seen[word];
+
+		while (bits != 0)
+		{
+			int			slot = word * 64 + pg_rightmost_one_pos64(bits);
+			int64		d = wstart + slot;
+			int64		next;
+
+			bits &= bits - 1;
+			if ((++ncandidates & 1023) == 0)
+				CHECK_FOR_INTERRUPTS();
+			if (chunk_filtered(w, d, &next))
+			{
+				if (next == 0)
+					return false;	/* nothing later is allowed */
+				continue;
+			}
+			w->candidates++;
+			candidate_finish(w, d, w->sums[slot], ne, ness, false);
+		}
+	}
+	return true;
+}
+
+/*
+ * Score the chunks of one window [wstart, *wend], cut shorter (*wend) where its
+ * essential terms' sub-blocks end; false when the walk is over.
+ */
+static bool
+walk_window(Walk *w, int64 wstart, int64 *wend_io)
+{
+	int			np;
+	int			ne;
+	double		theta = walk_theta(w);
+	uint32		ncandidates = 0;
+	int			ness;
+	bool		ess_groups = false;
+	bool		found;
+	int64		d;
+	int64		wend = *wend_io;
+
+	/*
+	 * The units present and their bounds; the essential ones, whose terms must
+	 * each have one sub-block in the window: cut it where the first ends, and
+	 * again, as the bounds shrink with it (at most once per term).
+	 */
+	for (;;)
+	{
+		int64		cut;
+
+		np = window_units(w, wend);
+		if (np == 0)
+		{
+			*wend_io = wend;
+			return true;
+		}
+		ne = 0;
+		if (w->pruning)
+		{
+			units_sort(w, np);
+			w->prefix[0] = 0.0;
+			for (int i = 0; i < np; i++)
+				w->prefix[i + 1] = w->prefix[i] + w->units[w->order[i]].bound;
+			if (cannot_beat(w->prefix[np], theta))
+			{
+				w->windows++;
+				w->windows_skipped++;
+				*wend_io = wend;
+				return true;	/* nothing decoded */
+			}
+			while (ne < np && cannot_beat(w->prefix[ne + 1], theta))
+				ne++;
+		}
+		cut = essential_end(w, ne, np, wend);
+		if (cut == wend)
+			break;
+		wend = cut;
+	}
+	*wend_io = wend;
 	w->windows++;
 
-	if (w->pruning)
+	/* the essential terms cut the next window */
+	for (int i = 0; i < w->nterms; i++)
+		w->terms[i].cuts = false;
+	for (int i = ne; i < np; i++)
 	{
-		units_sort(w, np);
-		w->prefix[0] = 0.0;
-		for (int i = 0; i < np; i++)
-			w->prefix[i + 1] = w->prefix[i] + w->units[w->order[i]].bound;
-		if (cannot_beat(w->prefix[np], theta))
-		{
-			w->windows_skipped++;
-			return true;		/* nothing decoded */
-		}
-		while (ne < np && cannot_beat(w->prefix[ne + 1], theta))
-			ne++;
+		const Unit *unit = &w->units[w->order[i]];
+
+		for (int j = 0; j < unit->nterms; j++)
+			w->terms[unit->terms[j]].cuts = true;
 	}
 
 	/*
@@ -640,6 +868,8 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 		}
 	}
 
+	if (w->pruning && wend - wstart < BM25_DENSE_SPAN)
+		return dense_window(w, wstart, wend, ne, ness);
 	found = essential_next(w, ness, &d);
 	while (found && d <= wend)
 	{
@@ -647,8 +877,6 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 		int64		after = PG_INT64_MAX;
 		bool		more = false;
 		double		s = 0.0;
-		double		score = 0.0;
-		bool		pruned = false;
 
 		if ((++ncandidates & 1023) == 0)
 			CHECK_FOR_INTERRUPTS();
@@ -700,46 +928,7 @@ walk_window(Walk *w, int64 wstart, int64 wend)
 				s += unit_value(w, &w->units[w->order[i]]);
 		}
 
-		/* the others, largest bound first, while d can still enter */
-		for (int i = ne - 1; i >= 0; i--)
-		{
-			const Unit *unit = &w->units[w->order[i]];
-
-			if (cannot_beat(s + w->prefix[i + 1], theta))
-			{
-				pruned = true;
-				break;
-			}
-			for (int j = 0; j < unit->nterms; j++)
-			{
-				Term	   *t = &w->terms[unit->terms[j]];
-
-				t->cur = term_part_at(w, t, d);
-			}
-			s += unit_value(w, unit);
-		}
-		if (pruned)
-		{
-			w->candidates_pruned++;
-			d = after;
-			found = more;
-			continue;
-		}
-
-		/* the canonical sum: units in their own order (every term's cur is d's) */
-		for (int u = 0; u < w->nunits; u++)
-			if (w->units[u].present)
-				score += unit_value(w, &w->units[u]);
-		if (unlikely(!isfinite(score)))
-			ereport(ERROR,
-					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-					 errmsg("BM25 score of chunk " INT64_FORMAT " is out of range", d),
-					 errhint("Check the weights, avglen and boost.")));
-		if (score > 0.0)
-		{
-			hits_offer(w, score, d);
-			theta = walk_theta(w);
-		}
+		candidate_finish(w, d, s, ne, ness, true);
 		d = after;
 		found = more;
 	}
@@ -751,6 +940,8 @@ walk_run(Walk *w)
 {
 	int64		wstart = 1;
 
+	for (int i = 0; i < w->nterms; i++)
+		w->terms[i].cuts = true;
 	for (;;)
 	{
 		int64		wend = PG_INT64_MAX;
@@ -773,11 +964,12 @@ walk_run(Walk *w)
 			if (t->exhausted)
 				continue;
 			any = true;
-			wend = Min(wend, t->block.sub[t->sub].last);
+			if (t->cuts)
+				wend = Min(wend, t->block.sub[t->sub].last);
 		}
 		if (!any)
 			return;
-		if (!walk_window(w, wstart, wend))
+		if (!walk_window(w, wstart, &wend))
 			return;
 		if (wend == PG_INT64_MAX)
 			return;
@@ -992,6 +1184,12 @@ walk_terms(Walk *w, int64 collection_id, Datum *lexemes, const int32 *groups,
 		Unit	   *unit = &w->units[t->unit];
 
 		t->weight = weights[i];
+		/* tf (k1 + 1) / (tf + k1 norm) <= k1 + 1, as norm >= 0; a few ulps above at most */
+		t->ceiling = t->weight * w->params.k1_plus_1;
+		if (isnan(t->ceiling))
+			t->ceiling = INFINITY;
+		else if (t->ceiling == 0.0 && t->weight > 0.0)
+			t->ceiling = DBL_MIN;
 		t->alt = 0;
 		if (!group_nulls[i])
 		{
@@ -1167,6 +1365,8 @@ bm25_topk(PG_FUNCTION_ARGS)
 		w->alt_sums = palloc(sizeof(double) * n);
 		w->order = palloc(sizeof(int) * n);
 		w->ess = palloc(sizeof(Term *) * n);
+		w->sums = palloc(sizeof(double) * BM25_DENSE_SPAN);
+		w->seen = palloc(sizeof(uint64) * (BM25_DENSE_SPAN / 64));
 		w->prefix = palloc(sizeof(double) * (n + 1));
 		w->hits = palloc(sizeof(Hit) * w->k);
 		walk_open(w);
