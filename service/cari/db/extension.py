@@ -92,7 +92,7 @@ def build(data_dir: Path, pg_config: Path) -> Built | None:
     """The extension built for the server of `pg_config` under `data_dir/ext`, reused when
     built before; None (said once) when it cannot be built here."""
     try:
-        return _build(data_dir / "ext", pg_config)
+        return build_in(data_dir / "ext", pg_config)
     except Unbuildable as exc:
         reason = str(exc)
     except OSError as exc:  # the data folder's disk full, say
@@ -101,8 +101,11 @@ def build(data_dir: Path, pg_config: Path) -> Built | None:
     return None
 
 
-def _build(root: Path, pg_config: Path) -> Built:
-    src = sources()
+def build_in(root: Path, pg_config: Path, src: Path | None = None) -> Built:
+    """The extension built from `src` (Cari's own sources by default) for the server of
+    `pg_config` in a folder under `root` named by its key, reused when built before; raises
+    Unbuildable when it cannot be built."""
+    src = src or sources()
     control = src / f"{NAME}.control"
     if not control.is_file():
         raise Unbuildable(f"its sources are missing ({src})")
