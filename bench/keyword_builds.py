@@ -11,8 +11,9 @@ same questions alternated between the two builds, so the machine's drift falls o
   each built with PGXS against the embedded server's `pg_config` (`cari.db.extension`) into a
   temporary folder, removed at the end. Both must be the same extension version: the database's
   SQL functions are the installed version's.
-- **database**: one a benchmark left on DATABASE_URL's server, reached as a superuser, who may
-  set `dynamic_library_path` for a session: one session per build sets it to that build's folder
+- **database**: one a benchmark left on DATABASE_URL's server (run that benchmark with the same
+  DATABASE_URL: without one it uses a throwaway server), reached as a superuser, who may set
+  `dynamic_library_path` for a session: one session per build sets it to that build's folder
   before its first search, so its backend loads that build.
 - **questions** (`--questions`): `search`, `bench.search.load_queries(--queries)` on the
   collection `bench` of `cari_bench_load` (which `bench.load` leaves); `zipf`, the typical and
@@ -186,7 +187,10 @@ def report(
 
 def run(args: Any) -> None:
     settings = load_settings()
-    dsn = psycopg.conninfo.make_conninfo(harness.server_dsn(settings), dbname=args.database)
+    if not settings.database_url:
+        # Without it the benchmarks ran on a throwaway server, gone with its databases.
+        raise SystemExit("set DATABASE_URL to the server the benchmark left its database on")
+    dsn = psycopg.conninfo.make_conninfo(settings.database_url, dbname=args.database)
     root = Path(tempfile.mkdtemp(prefix="cari-keyword-builds-"))
     try:
         libs = {f"base {args.base}": build(root, args.base), "working tree": build(root, None)}
