@@ -185,12 +185,16 @@ def conn(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
-    """Environment for a `cari` subprocess: no inherited Cari, database or tracing settings."""
+    """Environment for a `cari` subprocess: no inherited Cari, database or tracing settings;
+    batch jobs at the test run's own priority (`test_cli.py` tests the default, without it):
+    at niceness 19, in an autogroup of their own, a busy machine starves them, and a test of 6
+    ingests that takes 9 s idle took 157 s at load 6."""
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("CARI_", "OTEL_")) and key != "DATABASE_URL"
     }
+    env["CARI_BATCH_NICENESS"] = "0"
     monkeypatch.chdir(tmp_path)  # so no developer `.env` is picked up
     return env
 

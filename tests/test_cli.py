@@ -399,6 +399,11 @@ print(*run(work, settings(), batch=True), os.nice(0), group())
 """
 
 
+def default_priority(env: dict[str, str]) -> dict[str, str]:
+    """`env` without the test run's batch priority (clean_env's), so the default applies."""
+    return {k: v for k, v in env.items() if k != "CARI_BATCH_NICENESS"}
+
+
 @pytest.mark.parametrize(("niceness", "lowered"), [(None, 19), ("0", 0), ("3", 3)])
 def test_a_batch_job_yields_the_cpu_but_its_database_does_not(
     dsn: str, clean_env: dict[str, str], niceness: str | None, lowered: int
@@ -407,7 +412,7 @@ def test_a_batch_job_yields_the_cpu_but_its_database_does_not(
     database is up, and so does their session's autogroup while they run (Linux shares the CPU
     between sessions first: `bench.serving`); the database's own processes keep their
     priority."""
-    env = {**clean_env, "DATABASE_URL": dsn}
+    env = {**default_priority(clean_env), "DATABASE_URL": dsn}
     if niceness is not None:
         env["CARI_BATCH_NICENESS"] = niceness
     # A session of its own, as a command typed in another terminal: its autogroup is new (nice
@@ -501,7 +506,7 @@ def test_a_batch_job_lowers_a_session_of_its_own(
     def start(**env: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [sys.executable, "-c", CALLER, caller, sys.executable, "-c", BATCH_SESSION],
-            env={**clean_env, "DATABASE_URL": dsn, **env},
+            env={**default_priority(clean_env), "DATABASE_URL": dsn, **env},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
