@@ -37,6 +37,7 @@ import io
 import random
 import re
 import shutil
+import statistics
 import subprocess
 import tarfile
 import tempfile
@@ -162,26 +163,24 @@ def counters(conn: Conn, params: dict[str, Any], questions: Sequence[str]) -> li
 def report(
     kind: str, times: dict[str, list[float]], walks: dict[str, list[int]], differing: int
 ) -> list[str]:
-    base, tree = times
+    """The lines of one kind of question: each build's figures, then the second's over the
+    first's (the working tree's over the base's)."""
+    points = {name: harness.percentiles(values) for name, values in times.items()}
     lines = [f"  {'build':<14} {'p50':>7} {'p95':>7} {'p99':>7} {'mean':>7} ms   walk, summed"]
     for name, values in times.items():
-        p50, p95, p99 = harness.percentiles(values)
-        mean = sum(values) / len(values)
+        p50, p95, p99 = points[name]
         walk = ", ".join(f"{v:,} {n}" for n, v in zip(COUNTER_NAMES, walks[name], strict=True))
-        lines.append(f"  {name:<14} {p50:7.2f} {p95:7.2f} {p99:7.2f} {mean:7.2f}      {walk}")
-    ratios = [
-        f"{label} {a / b:.2f}x"
-        for label, a, b in zip(
-            ("p50", "p95", "p99"),
-            harness.percentiles(times[tree]),
-            harness.percentiles(times[base]),
-            strict=True,
+        lines.append(
+            f"  {name:<14} {p50:7.2f} {p95:7.2f} {p99:7.2f} {statistics.fmean(values):7.2f}"
+            f"      {walk}"
         )
-    ]
-    calls = len(times[base])
-    lines.append(
-        f"  {tree} / {base}: {', '.join(ratios)}; answers differing: {differing} of {calls}"
+    base, tree = times
+    ratios = ", ".join(
+        f"{label} {a / b:.2f}x"
+        for label, a, b in zip(("p50", "p95", "p99"), points[tree], points[base], strict=True)
     )
+    calls = len(times[base])
+    lines.append(f"  {tree} / {base}: {ratios}; answers differing: {differing} of {calls}")
     return [f"{kind}:", *lines]
 
 
