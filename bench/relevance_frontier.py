@@ -1,11 +1,12 @@
 """What the relevance evidence can do: answers' on-topic refusals against off-topic ones.
 
-    python -m bench.relevance_frontier [--out FILE]
+    python -m bench.relevance_frontier [--small] [--out FILE]
 
-Reads the evidence `bench.threshold` keeps (each judged question's weighed chunks with cosine
-and word coverage, on-topic and against the other subjects' collections) and replays answers
-(the first 10 fused chunks weighed, threshold 0.25, `cari.search.relevance.keep`) on one
-cosine scale of the shipped width (0.18) at each floor of a grid, for each kind of cosine:
+Reads the evidence `bench.threshold` keeps (with `--small`, `bench.threshold_small`'s): each
+judged question's weighed chunks with cosine and word coverage, on-topic and against the other
+subjects' collections. Replays answers (the first 10 fused chunks weighed, threshold 0.25,
+`cari.search.relevance.keep`) on one cosine scale of the shipped width (0.18) at each floor of
+a grid, for each kind of cosine:
 
 - `raw`: the cosine as the engine weighs it today;
 - `everyday`: the cosine less `alpha` times the question's own baseline, its mean cosine (query
@@ -36,6 +37,7 @@ from bench import harness
 from bench.embedding_cache import CachingEmbedder
 from bench.harness import DATASETS, load_queries
 from bench.threshold import EVIDENCE, TUNING
+from bench.threshold_small import EVIDENCE as SMALL_EVIDENCE
 from cari.embed import LocalEmbedder
 from cari.search import fit
 from cari.search.relevance import Scale, keep, lexical
@@ -130,11 +132,14 @@ def line(name: str, rates: dict[str, dict[str, float]]) -> str:
 
 def main() -> None:
     parser = harness.parser(__doc__)
+    parser.add_argument(
+        "--small", action="store_true", help=f"bench.threshold_small's evidence ({SMALL_EVIDENCE})"
+    )
     parser.add_argument("--out", type=Path, help="write the figures to this JSON file")
     args = parser.parse_args()
-    data = json.loads(EVIDENCE.read_text())
-    found = asyncio.run(questions(data))
-    print(f"{len(found)} searched questions from {EVIDENCE}\n")
+    source = SMALL_EVIDENCE if args.small else EVIDENCE
+    found = asyncio.run(questions(json.loads(source.read_text())))
+    print(f"{len(found)} searched questions from {source}\n")
     report: dict[str, Any] = {}
     for kind, alpha in KINDS:
         name = f"{kind} alpha {alpha}" if kind == "everyday" else kind
