@@ -5,11 +5,11 @@
 Reads the evidence `bench.threshold` keeps (with `--small`, `bench.threshold_small`'s): each
 judged question's weighed chunks with cosine and word coverage, on-topic and against the other
 subjects' collections. Replays answers (the first 10 fused chunks weighed, threshold 0.25,
-`cari.search.relevance.keep`) on one cosine scale of the shipped width (0.18) at each floor of
-a grid, for each kind of cosine:
+`cari.search.relevance.keep`) on one cosine scale of the configured width (0.18 by default) at
+each floor of a grid, for each kind of cosine:
 
-- `raw`: the cosine as the engine weighs it today;
-- `everyday`: the cosine less `alpha` times the question's own baseline, its mean cosine (query
+- alpha 0, the raw cosine, as the engine weighs it today;
+- alpha above 0: the cosine less `alpha` times the question's own baseline, its mean cosine (query
   to query) with the bundled everyday questions (`cari.search.fit`), centred on that mean over
   every question of the run. A question that sits close to everything (long, generic wording)
   then needs a closer chunk, one that sits far from everything less.
@@ -36,17 +36,16 @@ import numpy as np
 from bench import harness
 from bench.embedding_cache import CachingEmbedder
 from bench.harness import DATASETS, load_queries
+from bench.search_ranks import ANSWER_WEIGHED, THRESHOLD
 from bench.threshold import EVIDENCE, TUNING
 from bench.threshold_small import EVIDENCE as SMALL_EVIDENCE
 from cari.embed import LocalEmbedder
 from cari.search import fit
 from cari.search.relevance import Scale, keep, lexical
+from cari.settings import load_settings
 
-THRESHOLD = 0.25
-WEIGHED = 10  # an answer's top k 5: the engine weighs max(2·5, 10) fused chunks
-WIDTH = 0.18  # the shipped scale's: floor 0.80, ceiling 0.98
 FLOORS = [round(0.76 + 0.005 * i, 3) for i in range(11)]
-KINDS = [("raw", 0.0), ("everyday", 0.5), ("everyday", 1.0)]
+ALPHAS = (0.0, 0.5, 1.0)  # shares of the everyday baseline taken off the cosine; 0: raw
 TARGET_OFF = 0.95
 
 
@@ -65,20 +64,27 @@ async def questions(data: dict[str, Any]) -> list[Question]:
     shipped = fit.shipped_off_topic(embedder.model_name)
     assert shipped is not None, "the bundled questions' vectors ship with the package"
     everyday = np.stack(shipped)
+    baselines: dict[str, float] = {}  # a question is searched against several collections
+
+    async def baseline(text: str) -> float:
+        if text not in baselines:
+            vector = np.asarray(await embedder.embed_query(text), dtype=np.float32)
+            baselines[text] = float((everyday @ vector).mean())
+        return baselines[text]
+
     found = []
     for label, targets in data["runs"].items():
         texts = load_queries(DATASETS / label.split("/")[0])
         for target, per_query in targets.items():
             for qid, hits in per_query.items():
-                vector = np.asarray(await embedder.embed_query(texts[qid]), dtype=np.float32)
-                head = hits[:WEIGHED]
+                head = hits[:ANSWER_WEIGHED]
                 found.append(
                     Question(
                         label,
                         target == label.split("/")[0],
                         np.array([-1.0 if h[1] is None else h[1] for h in head]),
                         np.array([h[2] for h in head]),
-                        float((everyday @ vector).mean()),
+                        await baseline(texts[qid]),
                     )
                 )
     return found
@@ -94,14 +100,15 @@ def refused(question: Question, scale: Scale, shift: float) -> bool:
 
 
 def figures(
-    found: Sequence[Question], kind: str, alpha: float, floor: float
+    found: Sequence[Question], alpha: float, floor: float, width: float
 ) -> dict[str, dict[str, float]]:
-    """Per query set (and the tuning sets, all sets): on- and off-topic refusal rates."""
+    """Per query set (and the tuning sets, all sets): on- and off-topic refusal rates on the
+    scale from `floor` `width` wide."""
     centre = float(np.mean([q.baseline for q in found]))
-    scale = Scale(floor, round(floor + WIDTH, 3))
+    scale = Scale(floor, round(floor + width, 3))
     groups: dict[str, list[tuple[bool, bool]]] = {}
     for q in found:
-        shift = alpha * (q.baseline - centre) if kind == "everyday" else 0.0
+        shift = alpha * (q.baseline - centre)
         outcome = (q.on_topic, refused(q, scale, shift))
         names = [q.label, "all sets"] + (["tuning sets"] if q.label in TUNING else [])
         for name in names:
@@ -140,10 +147,12 @@ def main() -> None:
     source = SMALL_EVIDENCE if args.small else EVIDENCE
     found = asyncio.run(questions(json.loads(source.read_text())))
     print(f"{len(found)} searched questions from {source}\n")
+    floor, ceiling = load_settings().cosine_scale(None)
+    width = round(ceiling - floor, 3)  # the configured scale's
     report: dict[str, Any] = {}
-    for kind, alpha in KINDS:
-        name = f"{kind} alpha {alpha}" if kind == "everyday" else kind
-        grid = {floor: figures(found, kind, alpha, floor) for floor in FLOORS}
+    for alpha in ALPHAS:
+        name = f"everyday alpha {alpha}" if alpha else "raw"
+        grid = {floor: figures(found, alpha, floor, width) for floor in FLOORS}
         tuning = {f: r["tuning sets"]["off_topic_refused"] for f, r in grid.items()}
         meeting = [f for f, refused_share in tuning.items() if refused_share >= TARGET_OFF]
         chosen = min(meeting) if meeting else max(FLOORS)

@@ -27,9 +27,9 @@ def test_the_everyday_baseline_asks_more_of_a_question_close_to_everything() -> 
     far = question("cisi/test", True, 0.84, 0.70)  # on-topic, far from them
     tuning = question("cranfield/test", True, 0.95, 0.80)
     found = [near, far, tuning]
-    raw = figures(found, "raw", 0.0, 0.80)
+    raw = figures(found, 0.0, 0.80, 0.18)
     assert raw["cisi/test"] == {"on_topic_refused": 1.0, "off_topic_refused": 0.0}
-    shifted = figures(found, "everyday", 1.0, 0.80)  # centre 0.8: shifts +0.1 and -0.1
+    shifted = figures(found, 1.0, 0.80, 0.18)  # centre 0.8: shifts +0.1 and -0.1
     assert shifted["cisi/test"] == {"on_topic_refused": 0.0, "off_topic_refused": 1.0}
     assert shifted["tuning sets"]["on_topic_refused"] == 0.0
     assert shifted["all sets"]["off_topic_refused"] == 1.0
