@@ -1,7 +1,8 @@
 """Typo tolerance over HTTP on real PostgreSQL: a query word the collection does not know
-matches its closest known word, below an exact match; known words, exact tokens and numbers
-are never corrected; `explain` lists each correction; `typo_weight` 0, the default, leaves
-keyword search as it was."""
+matches its closest known word, below an exact match, found through the word as typed and the
+common words of English and Indonesian (migration 0019) or the collection's own lexemes; known
+words, common words, mistyped stop words, exact tokens and numbers are never corrected;
+`explain` lists each correction; `typo_weight` 0 leaves keyword search as it was."""
 
 from __future__ import annotations
 
@@ -22,17 +23,27 @@ DEALER = [
 ]
 
 
+LIBRARY = [
+    {"id": "compilers", "title": "Compilers", "text": "The efficiency of compilers for complex "
+     "programs."},
+    {"id": "house", "title": "Homes", "text": "A house with a garden in the city."},
+    {"id": "market", "title": "Market", "text": "Used cars are sold here."},
+]  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def dealer(module_dsn: str) -> Iterator[TestClient[Any]]:
-    """The same documents in a collection with typo tolerance and one with the default, none."""
+    """The same documents in a collection with typo tolerance and one without; and English
+    documents in a collection with it."""
     with app_client(module_dsn) as client:
-        for name, weight in (("dealer", 0.7), ("strict", None)):
-            body: dict[str, Any] = {"name": name, "language": "indonesian"}
-            if weight is not None:
-                body["typo_weight"] = weight
+        for name, weight in (("dealer", 0.7), ("strict", 0)):
+            body = {"name": name, "language": "indonesian", "typo_weight": weight}
             response = client.post("/v1/collections", json=body)
             assert response.status_code == 201, response.text
             add(client, name, DEALER)
+        body = {"name": "library", "language": "english", "typo_weight": 0.7}
+        assert client.post("/v1/collections", json=body).status_code == 201
+        add(client, "library", LIBRARY)
         yield client
 
 
@@ -89,6 +100,43 @@ def test_corrections_come_from_the_collection_alone(dealer: TestClient[Any]) -> 
     assert [c["lexeme"] for c in corrections(dealer, "insurer", "asurnsi")] == ["asuransi"]
     assert corrections(dealer, "dealer", "asurnsi") == []
     assert dealer.delete("/v1/collections/insurer").status_code in (200, 204)
+
+
+def pairs(client: TestClient[Any], collection: str, text: str) -> set[tuple[str, str]]:
+    return {(c["word"], c["lexeme"]) for c in corrections(client, collection, text)}
+
+
+def test_a_word_the_stemmer_cannot_reduce_is_corrected_through_the_word_typed(
+    dealer: TestClient[Any],
+) -> None:
+    """The stemmer leaves "efficiencuy" whole, far from the lexeme "effici", but it is one
+    letter from the common word "efficiency"; "complers" ("compler") is one letter from the
+    lexeme "complex" but was typed one letter from "compilers"."""
+    assert pairs(dealer, "library", "efficiencuy complers") == {
+        ("efficiencuy", "effici"),
+        ("compler", "compil"),
+    }
+    assert set(keyword(dealer, "library", "complers")) == {"compilers"}
+
+
+def test_two_letters_swapped_are_one_edit(dealer: TestClient[Any]) -> None:
+    assert pairs(dealer, "library", "uesd") == {("uesd", "use")}
+    assert set(keyword(dealer, "library", "uesd")) == {"market"}
+
+
+def test_a_common_word_the_collection_lacks_is_no_typo(dealer: TestClient[Any]) -> None:
+    """The word "mouse" is one letter from "house" but a word of its own: an off-topic
+    question is not bent into the collection's words; "huose" is a typo."""
+    assert pairs(dealer, "library", "mouse") == set()
+    assert keyword(dealer, "library", "mouse") == {}
+    assert pairs(dealer, "library", "huose") == {("huos", "hous")}
+
+
+def test_a_mistyped_stop_word_is_not_made_a_word(dealer: TestClient[Any]) -> None:
+    """The typed "witi" is one letter from the collection's "citi" (city) and from the stop
+    word "with", which it is taken for: nothing to search."""
+    assert pairs(dealer, "library", "witi") == set()
+    assert keyword(dealer, "library", "witi") == {}
 
 
 def test_a_known_word_is_never_corrected(dealer: TestClient[Any]) -> None:
