@@ -1,8 +1,9 @@
 """Search ranks, answers refuse (issue 39): the defaults replayed from the threshold evidence.
 
-    python -m bench.search_ranks [--small] [--out FILE]
+    python -m bench.search_ranks [--small] [--typo-weight W] [--out FILE]
 
-Reads the evidence `bench.threshold` keeps (with `--small`, `bench.threshold_small`'s): each
+Reads the evidence `bench.threshold` keeps (with `--small`, `bench.threshold_small`'s; with
+`--typo-weight`, the evidence gathered at that typo tolerance): each
 judged question's weighed chunks (document, cosine, term coverage, in fused order) searched
 against its own collection and against the other subjects' collections. Replays it on each
 collection's fitted scale, as the server weighs it (`cari.search.fit`, the shipped placement):
@@ -37,7 +38,7 @@ import numpy as np
 from bench import harness
 from bench.harness import DATASETS, load_qrels, resampled_means
 from bench.quality import document_ranking, evaluate
-from bench.threshold import EVIDENCE, TUNING, fitted
+from bench.threshold import EVIDENCE, TUNING, evidence_path, fitted, typo_options
 from bench.threshold_small import EVIDENCE as SMALL_EVIDENCE
 from cari.search import fit
 from cari.search.relevance import Evidence, Scale, curve, keep
@@ -238,8 +239,10 @@ def main() -> None:
     )
     parser.add_argument("--grid", action="store_true", help="the coverage curves on tuning sets")
     parser.add_argument("--out", type=Path, help="write the figures to this JSON file")
+    typo_options(parser)
     args = parser.parse_args()
-    data = json.loads((SMALL_EVIDENCE if args.small else EVIDENCE).read_text())
+    source = evidence_path(SMALL_EVIDENCE if args.small else EVIDENCE, args.typo_weight)
+    data = json.loads(source.read_text())
     labels = list(data["runs"])
     tuning = [label for label in TUNING if label in labels]
     groups = {label: [label] for label in labels}

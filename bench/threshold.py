@@ -1,11 +1,12 @@
 """The relevance threshold: on-topic questions keep their results, off-topic ones come back empty.
 
-    python -m bench.threshold [--dataset DIR ...] [--reuse] [--out bench/results/threshold.json]
+    python -m bench.threshold [--dataset DIR ...] [--typo-weight W] [--reuse] [--out FILE]
 
 Every dataset of ../shared/eval/datasets goes into its own collection of one database (through
 the real ingest path, embeddings from the on-disk cache of `bench.quality`). Then every judged
 query of each set (TyDi: `dev`, for tuning, and `test`; the others: `test`) is searched by
-`Searcher.search`, hybrid with the collection's defaults, `top_k` 20 and threshold 0, so that
+`Searcher.search`, hybrid with the collection's defaults (`--typo-weight`: that typo tolerance
+instead, its evidence kept in a file of its own), `top_k` 20 and threshold 0, so that
 every weighed chunk comes back with its evidence (cosine and term coverage, from `explain`):
 
 - on-topic: against its own collection; Recall@10 and nDCG@10 with the threshold applied,
@@ -33,6 +34,7 @@ the fit existed ingests the sets again to probe them, without searching.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import time
@@ -41,6 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from bench import harness
@@ -91,9 +94,12 @@ def off_topic(query_folder: str, collection_name: str) -> bool:
     return query_folder != collection_name and not {query_folder, collection_name} <= SAME_SUBJECT
 
 
-async def gather(folders: Sequence[Path], *, search: bool = True) -> dict[str, Any]:
+async def gather(
+    folders: Sequence[Path], *, search: bool = True, typo_weight: float | None = None
+) -> dict[str, Any]:
     """Ingest every set, probe each collection as `cari.search.fit` does, and (`search`) run
-    every judged question on-topic and off-topic."""
+    every judged question on-topic and off-topic; the collections' `typo_weight` is theirs by
+    default."""
     settings = evidence_settings()
     runs: Runs = {}
     chunks: dict[str, int] = {}
@@ -101,7 +107,7 @@ async def gather(folders: Sequence[Path], *, search: bool = True) -> dict[str, A
         pool, ingestor, searcher = rt.pool, rt.ingestor, rt.searcher
         for folder in folders:
             began = time.perf_counter()
-            await create_collection(rt, folder)
+            await create_collection(rt, folder, typo_weight)
             counts = await ingest_corpus(ingestor, folder.name, folder)
             chunks[folder.name] = counts["chunks"]
             print(
@@ -151,14 +157,31 @@ def evidence_settings() -> Settings:
     )
 
 
-async def create_collection(rt: Runtime, folder: Path) -> None:
-    """The set's collection, in its language, with no relevance threshold."""
+async def create_collection(rt: Runtime, folder: Path, typo_weight: float | None) -> None:
+    """The set's collection, in its language, with no relevance threshold; its typo tolerance
+    the default's unless `typo_weight` is given."""
+    created = CollectionCreate(name=folder.name, language=default_language(folder), threshold=0)
+    if typo_weight is not None:
+        created = msgspec.structs.replace(created, typo_weight=typo_weight)
     async with rt.pool.connection() as conn:
-        await collection.create(
-            conn,
-            CollectionCreate(name=folder.name, language=default_language(folder), threshold=0),
-            rt.settings,
-        )
+        await collection.create(conn, created, rt.settings)
+
+
+def typo_options(parser: argparse.ArgumentParser) -> None:
+    """`--typo-weight W`: the collections' typo tolerance instead of the default's."""
+    parser.add_argument(
+        "--typo-weight",
+        type=float,
+        help="the collections' typo_weight (default: a new collection's); its evidence is kept "
+        "apart",
+    )
+
+
+def evidence_path(default: Path, typo_weight: float | None) -> Path:
+    """Where the evidence gathered at `typo_weight` is kept (None: the collections' default)."""
+    if typo_weight is None:
+        return default
+    return default.with_name(f"{default.stem}-typo-{typo_weight:g}{default.suffix}")
 
 
 async def chunk_documents(conn: Any) -> dict[int, str]:
@@ -502,17 +525,19 @@ def main() -> None:
         "--reuse", action="store_true", help=f"replay the evidence kept in {EVIDENCE}"
     )
     parser.add_argument("--out", type=Path, help="write the figures to this JSON file")
+    typo_options(parser)
     args = parser.parse_args()
     folders = args.dataset or judged_datasets()
+    kept = evidence_path(EVIDENCE, args.typo_weight)
     if args.reuse:
-        data = json.loads(EVIDENCE.read_text())
+        data = json.loads(kept.read_text())
         if "probes" not in data:  # evidence kept before the fit existed: probe, not search
             data["probes"] = asyncio.run(gather(folders, search=False))["probes"]
-            EVIDENCE.write_text(json.dumps(data))
+            kept.write_text(json.dumps(data))
     else:
-        data = asyncio.run(gather(folders))
-        EVIDENCE.parent.mkdir(parents=True, exist_ok=True)
-        EVIDENCE.write_text(json.dumps(data))
+        data = asyncio.run(gather(folders, typo_weight=args.typo_weight))
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(data))
     scale, grid = choose(data)
     print(report(data, scale, grid))
     base = Scale(*load_settings().cosine_scale(None))

@@ -1,6 +1,6 @@
 """The relevance threshold in small collections: the global scale against each one's fitted scale.
 
-    python -m bench.threshold_small [--questions 30] [--size 60] [--reuse] [--out FILE]
+    python -m bench.threshold_small [--questions 30] [--size 60] [--typo-weight W] [--reuse]
 
 `bench.threshold` measures collections of 82 to 4,692 chunks; a small collection (a few dozen
 notes) is where one global scale was too strict: a question paraphrasing a document came back
@@ -38,12 +38,14 @@ from bench.threshold import (
     Runs,
     chunk_documents,
     create_collection,
+    evidence_path,
     evidence_settings,
     off_topic,
     outcome,
     probe_all,
     query_sets,
     replay,
+    typo_options,
     weighed,
 )
 from cari.ingest.formats import Section
@@ -93,14 +95,16 @@ def documents(folder: Path, chosen: dict[str, list[str]], size: int) -> list[New
     ]
 
 
-async def gather(folders: list[Path], questions: int, size: int) -> dict[str, Any]:
+async def gather(
+    folders: list[Path], questions: int, size: int, typo_weight: float | None
+) -> dict[str, Any]:
     settings = evidence_settings()
     runs: Runs = {}
     chunks: dict[str, int] = {}
     chosen = {folder.name: picked(folder, questions) for folder in folders}
     async with fresh_runtime(DATABASE, settings, wrap_embedder=CachingEmbedder) as rt:
         for folder in folders:
-            await create_collection(rt, folder)
+            await create_collection(rt, folder, typo_weight)
             result = await rt.ingestor.ingest(
                 folder.name, documents(folder, chosen[folder.name], size)
             )
@@ -199,14 +203,16 @@ def main() -> None:
         "--reuse", action="store_true", help=f"replay the evidence kept in {EVIDENCE}"
     )
     parser.add_argument("--out", type=Path, help="write the figures to this JSON file")
+    typo_options(parser)
     args = parser.parse_args()
+    kept = evidence_path(EVIDENCE, args.typo_weight)
     if args.reuse:
-        data = json.loads(EVIDENCE.read_text())
+        data = json.loads(kept.read_text())
     else:
         folders = judged_datasets()
-        data = asyncio.run(gather(folders, args.questions, args.size))
-        EVIDENCE.parent.mkdir(parents=True, exist_ok=True)
-        EVIDENCE.write_text(json.dumps(data))
+        data = asyncio.run(gather(folders, args.questions, args.size, args.typo_weight))
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(data))
     text, figures = report(data, Scale(*load_settings().cosine_scale(None)))
     print(text)
     if args.out is not None:
