@@ -2,7 +2,8 @@
 matches its closest known word, below an exact match, found through the word as typed and the
 common words of English and Indonesian (migration 0019) or the collection's own lexemes; known
 words, common words, mistyped stop words, exact tokens and numbers are never corrected;
-`explain` lists each correction; `typo_weight` 0 leaves keyword search as it was."""
+`explain` lists each correction; new collections correct at 0.7, and `typo_weight` 0 leaves
+keyword search as it was."""
 
 from __future__ import annotations
 
@@ -155,6 +156,14 @@ def test_a_collection_without_tolerance_is_unchanged(dealer: TestClient[Any]) ->
     assert keyword(dealer, "strict", "garnsi") == {}
     assert corrections(dealer, "strict", "garnsi") == []
     assert keyword(dealer, "strict", "garnsi cicilan") == keyword(dealer, "strict", "cicilan")
+
+
+def test_a_new_collection_corrects_typos(dealer: TestClient[Any]) -> None:
+    assert dealer.post("/v1/collections", json={"name": "plain"}).status_code == 201
+    assert dealer.get("/v1/collections/plain").json()["typo_weight"] == 0.7
+    add(dealer, "plain", DEALER[:1])
+    assert set(keyword(dealer, "plain", "garnsi")) == {"garansi"}
+    assert dealer.delete("/v1/collections/plain").status_code in (200, 204)
 
 
 def test_the_setting_is_changed_and_bounded(dealer: TestClient[Any]) -> None:

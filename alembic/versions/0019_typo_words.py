@@ -15,14 +15,17 @@ a third of the misspelled content words were left or corrected wrongly this way.
   runs of letters whose lexeme it is) is looked up first:
   - a common word (in `typo_words`) is a word, not a typo: it is not corrected, whatever the
     collection lacks (an off-topic question's words are not bent into the collection's);
-  - else its candidates are the common words sharing a neighbour with it, each stemmed as the
-    collection's language stems it and kept where the collection knows the lexeme (df above
-    0); then, as before, the collection's lexemes sharing a neighbour with the unknown lexeme.
-    The choice: the fewest edits (a candidate of the typed word counted against the typed
-    word, of the lexeme against the lexeme), then one of the typed word, then the more frequent
-    in the collection, then the more similar trigrams, then the lexeme.
+  - else its candidates are the common words sharing a neighbour with it, each analysed as the
+    collection's language analyses it and kept where the collection knows the lexeme (df above
+    0) or where it is a stop word; only when there is none, as before, the collection's
+    lexemes sharing a neighbour with the unknown lexeme. The choice: the fewest edits (two
+    neighbouring letters swapped count one, `_distance`), then a stop word (a mistyped "with"
+    is dropped, not turned into the collection's "city"), then the more frequent in the
+    collection, then the more similar trigrams, then the lexeme.
   A typed word of `MIN_LENGTH` letters or more is now a suspect even when its lexeme is
   shorter ("isses"); the collection's own lexemes are still compared only from `MIN_LENGTH`.
+- `collections.typo_weight` defaults to `TYPO_WEIGHT`: a new collection corrects typos. Those
+  that exist keep their setting.
 
 Revision ID: 0019
 Revises: 0018
@@ -40,6 +43,7 @@ down_revision = "0018"
 branch_labels = None
 depends_on = None
 
+TYPO_WEIGHT = 0.7  # a new collection's: typo tolerance on (0011 left it off, at 0)
 LANGUAGES = ("en", "id")  # wordfreq's codes: the languages Cari's product speaks
 WORDS = 50_000  # of each language at most, the most frequent first (Indonesian has ~31k)
 
@@ -87,9 +91,14 @@ def upgrade() -> None:
     )
     op.execute("ANALYZE typo_words")
     op.execute(QUERY_CORRECTED)
+    op.execute(f"ALTER TABLE collections ALTER COLUMN typo_weight SET DEFAULT {TYPO_WEIGHT}")
 
 
 def downgrade() -> None:
+    op.execute(
+        "ALTER TABLE collections ALTER COLUMN typo_weight"
+        f" SET DEFAULT {_revision('0011').DEFAULT_TYPO_WEIGHT}"
+    )
     op.execute(_0016._query_corrected(_0016.NEIGHBOURS, _0016.ORDER))
     op.execute("DROP TABLE typo_words")
 
@@ -146,44 +155,47 @@ QUERY_CORRECTED = rf"""
             SELECT DISTINCT ON (v.lexeme) v.lexeme, s.qtf, s.lexeme AS corrects
             FROM suspects AS s
             CROSS JOIN LATERAL (
-                SELECT n.lexeme, n.distance
-                FROM (
-                    -- common words one deletion from the typed word on either side, as the
-                    -- collection's language analyses them: a lexeme it knows (each looked up
-                    -- by key: a join read its whole vocabulary), or none (a stop word, first
-                    -- among equals: "witi" is "with", not "citi")
-                    SELECT m.lexeme,
-                           (SELECT t.df FROM bm25_terms AS t
-                            WHERE t.collection_id = collection AND t.lexeme = m.lexeme) AS df,
-                           {_distance("g.word", "s.token")} AS distance,
-                           CASE WHEN m.lexeme IS NULL THEN 0 ELSE 1 END AS level,
-                           1 - similarity(g.word, s.token) AS far
-                    FROM typo_words AS g
-                    LEFT JOIN LATERAL query_terms(config, g.word) AS m ON true
-                    WHERE lexeme_neighbours(0, g.word) && lexeme_neighbours(0, s.token)
-                      AND (m.lexeme IS NULL OR (
-                          SELECT t.df FROM bm25_terms AS t
-                          WHERE t.collection_id = collection AND t.lexeme = m.lexeme
-                      ) > 0)
-                      AND {_distance("g.word", "s.token")}
-                          <= 1 + char_length(s.token) / {LETTERS_PER_EDIT}
-                    UNION ALL
-                    -- the collection's lexemes one deletion from the unknown lexeme (the GIN
-                    -- index alone: `+ 0` keeps the collection check out of the primary key)
-                    SELECT t.lexeme, t.df, {_distance("t.lexeme", "s.lexeme")}, 2,
-                           1 - similarity(t.lexeme, s.lexeme)
-                    FROM bm25_terms AS t
-                    WHERE char_length(s.lexeme) >= {MIN_LENGTH}
-                      AND lexeme_neighbours(t.collection_id, t.lexeme)
-                          && lexeme_neighbours(collection, s.lexeme)
-                      AND t.collection_id + 0 = collection
-                      AND t.df > 0
-                      AND char_length(t.lexeme) >= {MIN_NEIGHBOUR_LENGTH}
-                      AND {_distance("t.lexeme", "s.lexeme")}
-                          <= 1 + char_length(s.lexeme) / {LETTERS_PER_EDIT}
-                ) AS n
-                ORDER BY n.distance, n.level, n.df DESC, n.far, n.lexeme
-                LIMIT 1
+                (  -- common words one deletion from the typed word on either side, as the
+                   -- collection's language analyses them: a lexeme it knows (each looked up by
+                   -- key: a join read its whole vocabulary), or none (a stop word, first among
+                   -- equals: "witi" is "with", not "citi")
+                    SELECT n.lexeme, n.distance
+                    FROM (
+                        SELECT m.lexeme,
+                               (SELECT t.df FROM bm25_terms AS t
+                                WHERE t.collection_id = collection AND t.lexeme = m.lexeme)
+                                   AS df,
+                               {_distance("g.word", "s.token")} AS distance,
+                               1 - similarity(g.word, s.token) AS far
+                        FROM typo_words AS g
+                        LEFT JOIN LATERAL query_terms(config, g.word) AS m ON true
+                        WHERE lexeme_neighbours(0, g.word) && lexeme_neighbours(0, s.token)
+                    ) AS n
+                    WHERE (n.lexeme IS NULL OR n.df > 0)
+                      AND n.distance <= 1 + char_length(s.token) / {LETTERS_PER_EDIT}
+                    ORDER BY n.distance, n.lexeme IS NOT NULL, n.df DESC, n.far, n.lexeme
+                    LIMIT 1
+                )
+                UNION ALL
+                (  -- else the collection's lexemes one deletion from the unknown lexeme (the GIN
+                   -- index alone: `+ 0` keeps the collection check out of the primary key)
+                    SELECT n.lexeme, n.distance
+                    FROM (
+                        SELECT t.lexeme, t.df, {_distance("t.lexeme", "s.lexeme")} AS distance,
+                               1 - similarity(t.lexeme, s.lexeme) AS far
+                        FROM bm25_terms AS t
+                        WHERE char_length(s.lexeme) >= {MIN_LENGTH}
+                          AND lexeme_neighbours(t.collection_id, t.lexeme)
+                              && lexeme_neighbours(collection, s.lexeme)
+                          AND t.collection_id + 0 = collection
+                          AND t.df > 0
+                          AND char_length(t.lexeme) >= {MIN_NEIGHBOUR_LENGTH}
+                    ) AS n
+                    WHERE n.distance <= 1 + char_length(s.lexeme) / {LETTERS_PER_EDIT}
+                    ORDER BY n.distance, n.df DESC, n.far, n.lexeme
+                    LIMIT 1
+                )
+                LIMIT 1  -- the second is read only when the first finds nothing
             ) AS v
             WHERE v.lexeme IS NOT NULL  -- a stop word mistyped: nothing to search
               AND NOT EXISTS (SELECT FROM expanded AS x WHERE x.lexeme = v.lexeme)

@@ -75,8 +75,9 @@ TypoWeight = Annotated[
     msgspec.Meta(
         ge=0,
         lt=1,
-        description="Typo tolerance: a query word the collection does not know also matches "
-        "its closest known word, weighing this against an exact match; 0 turns it off.",
+        description="Typo tolerance: a query word the collection does not know (and not a "
+        "common word) also matches its closest known word, weighing this against an exact "
+        "match; 0 turns it off.",
     ),
 ]
 Keywords = Annotated[
@@ -183,7 +184,7 @@ class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     bm25_k1: K1 = 1.2
     bm25_b: B = 0.75
     bm25_k3: K3 = 1000.0
-    typo_weight: TypoWeight = 0.0
+    typo_weight: TypoWeight = 0.7
     title_boost: TitleBoost = 3.0
     pricing_keywords: Keywords = msgspec.field(default_factory=lambda: list(PRICING_KEYWORDS))
     financing_keywords: Keywords = msgspec.field(default_factory=lambda: list(FINANCING_KEYWORDS))
