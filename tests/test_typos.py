@@ -140,6 +140,18 @@ def test_a_mistyped_stop_word_is_not_made_a_word(dealer: TestClient[Any]) -> Non
     assert keyword(dealer, "library", "witi") == {}
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["straße ÄÖÜ", "東京 タワー", "don't e-mail co-op", "?!", "a" * 300, "x1y2 ___ ..."],
+)
+def test_any_text_is_searched_with_corrections_on(dealer: TestClient[Any], text: str) -> None:
+    """The word as typed is found in any script and shape: no error, at most a correction per
+    unknown word."""
+    listed = corrections(dealer, "library", text)
+    assert len(listed) <= len(text.split())
+    assert isinstance(keyword(dealer, "library", text), dict)
+
+
 def test_a_known_word_is_never_corrected(dealer: TestClient[Any]) -> None:
     assert corrections(dealer, "dealer", "cicilan servis mesin") == []
     assert keyword(dealer, "dealer", "servis") == keyword(dealer, "strict", "servis")
