@@ -17,11 +17,9 @@ Revision ID: 0017
 Revises: 0016
 """
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
 from alembic import op
+
+from cari.db.migrations import earlier_revision
 
 revision = "0017"
 down_revision = "0016"
@@ -33,16 +31,6 @@ EXTENSION_PRESENT = "EXISTS (SELECT FROM pg_extension WHERE extname = 'cari_bm25
 # do writes append to it. At 1.0 (until Cari updates it) writes append posting rows, which every
 # version reads; no engine serves from 1.0 (sql/keyword_engine.sql).
 DELTA_READ = "EXISTS (SELECT FROM pg_extension WHERE extname = 'cari_bm25' AND extversion <> '1.0')"
-
-
-def _revision(prefix: str) -> ModuleType:
-    """An earlier revision's module (its functions as it created them, for the downgrade)."""
-    path = next(Path(__file__).parent.glob(f"{prefix}_*.py"))
-    spec = importlib.util.spec_from_file_location(f"cari_revision_{prefix}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def upgrade() -> None:
@@ -59,7 +47,7 @@ def upgrade() -> None:
     op.execute(UNINDEX)
     op.execute(STORED_POSTINGS)
     op.execute(FOLD)
-    blocks = _revision("0014")
+    blocks = earlier_revision("0014")
     op.execute(blocks._collections_deleted(blocks=True, extra=("bm25_delta",)))
     op.execute(blocks._rebuild(blocks=True, extra=("bm25_delta",)))
 
@@ -83,13 +71,13 @@ def downgrade() -> None:
         WINDOW w AS (PARTITION BY d.chunk_id)
         """
     )
-    blocks = _revision("0014")
+    blocks = earlier_revision("0014")
     op.execute(blocks._collections_deleted(blocks=True))
     op.execute(blocks._rebuild(blocks=True))
     op.execute(blocks._unindex(blocks=True))
     op.execute(blocks.fold_function().replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
     op.execute(
-        _revision("0002")
+        earlier_revision("0002")
         .index_function()
         .replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
     )
@@ -290,7 +278,7 @@ STORED_POSTINGS = """
 # tsvectors in the fold's snapshot (a writer changing a chunk first removes its delta row, which
 # the fold holds: the writer waits, or the fold gives way).
 FOLD = (
-    _revision("0014")
+    earlier_revision("0014")
     .fold_function()
     .replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
     .replace(

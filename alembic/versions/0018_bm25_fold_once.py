@@ -19,11 +19,9 @@ Revision ID: 0018
 Revises: 0017
 """
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
 from alembic import op
+
+from cari.db.migrations import earlier_revision
 
 revision = "0018"
 down_revision = "0017"
@@ -31,17 +29,7 @@ branch_labels = None
 depends_on = None
 
 
-def _revision(prefix: str) -> ModuleType:
-    """An earlier revision's module (its function as it created it, for the downgrade)."""
-    path = next(Path(__file__).parent.glob(f"{prefix}_*.py"))
-    spec = importlib.util.spec_from_file_location(f"cari_revision_{prefix}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-FOLD_LOCK_TIMEOUT = _revision("0014").FOLD_LOCK_TIMEOUT
+FOLD_LOCK_TIMEOUT = earlier_revision("0014").FOLD_LOCK_TIMEOUT
 
 
 def upgrade() -> None:
@@ -49,7 +37,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute(_revision("0017").FOLD)
+    op.execute(earlier_revision("0017").FOLD)
 
 
 FOLD = f"""

@@ -31,12 +31,10 @@ Revision ID: 0019
 Revises: 0018
 """
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
 import sqlalchemy as sa
 from alembic import op
+
+from cari.db.migrations import earlier_revision
 
 revision = "0019"
 down_revision = "0018"
@@ -48,17 +46,7 @@ LANGUAGES = ("en", "id")  # wordfreq's codes: the languages Cari's product speak
 WORDS = 50_000  # of each language at most, the most frequent first (Indonesian has ~31k)
 
 
-def _revision(prefix: str) -> ModuleType:
-    """An earlier revision's module (its constants, and its function for the downgrade)."""
-    path = next(Path(__file__).parent.glob(f"{prefix}_*.py"))
-    spec = importlib.util.spec_from_file_location(f"cari_revision_{prefix}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_0016 = _revision("0016")
+_0016 = earlier_revision("0016")
 MIN_LENGTH: int = _0016.MIN_LENGTH
 MIN_NEIGHBOUR_LENGTH: int = _0016.MIN_NEIGHBOUR_LENGTH
 LETTERS_PER_EDIT: int = _0016.LETTERS_PER_EDIT
@@ -97,7 +85,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.execute(
         "ALTER TABLE collections ALTER COLUMN typo_weight"
-        f" SET DEFAULT {_revision('0011').DEFAULT_TYPO_WEIGHT}"
+        f" SET DEFAULT {earlier_revision('0011').DEFAULT_TYPO_WEIGHT}"
     )
     op.execute(_0016._query_corrected(_0016.NEIGHBOURS, _0016.ORDER))
     op.execute("DROP TABLE typo_words")

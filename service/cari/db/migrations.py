@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -18,6 +20,18 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 ALEMBIC_DIR = folder("alembic")
+
+
+def earlier_revision(prefix: str) -> ModuleType:
+    """The module of the revision whose file name starts with `prefix`, loaded on its own: a
+    later migration reads its constants, or recreates a function as it was when downgraded."""
+    path = next((ALEMBIC_DIR / "versions").glob(f"{prefix}_*.py"))
+    spec = importlib.util.spec_from_file_location(f"cari_revision_{prefix}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 # Alembic is imported where it runs: importing it loads SQLAlchemy (~0.4 s), which the modules
 # that only read the revision (/readyz, and the client through the API's structs) never need.
