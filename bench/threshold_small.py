@@ -1,6 +1,7 @@
 """The relevance threshold in small collections: the global scale against each one's fitted scale.
 
     python -m bench.threshold_small [--questions 30] [--size 60] [--typo-weight W] [--reuse]
+                                    [--out FILE]
 
 `bench.threshold` measures collections of 82 to 4,692 chunks; a small collection (a few dozen
 notes) is where one global scale was too strict: a question paraphrasing a document came back
