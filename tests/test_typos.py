@@ -7,12 +7,15 @@ keyword search as it was."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from litestar.testing import TestClient
 
+from cari.db.migrations import earlier_revision
 from tests.conftest import app_client
 from tests.test_search import add, search
 
@@ -186,3 +189,31 @@ def test_the_setting_is_changed_and_bounded(dealer: TestClient[Any]) -> None:
     assert response.status_code == 200, response.text
     assert set(keyword(dealer, "strict", "garnsi")) == {"garansi"}
     assert dealer.patch("/v1/collections/strict", json={"typo_weight": 0}).status_code == 200
+
+
+def test_the_neighbours_keys_are_those_the_indexes_were_built_with(module_dsn: str) -> None:
+    """`lexeme_neighbours` (PL/pgSQL since migration 0020) gives 0016's SQL function's keys,
+    bit for bit, on the common words and on random text of several scripts and shapes: the GIN
+    indexes built with 0016's keys stay valid."""
+    rng = random.Random(20)
+    letters = "abcdefghijklmnopqrstuvwxyzäößéñ東京дшжы_-'1 "
+    words = ["", "ab", "abc", "a1c", "naïve", "ÄÖÜß", "добрый", "日本語です", "🙂🙂🙂🙂", "x y"]
+    words += ["".join(rng.choices(letters, k=rng.randint(1, 14))) for _ in range(3000)]
+    before = earlier_revision("0016").LEXEME_NEIGHBOURS.replace(
+        "FUNCTION lexeme_neighbours(", "FUNCTION pg_temp.neighbours_0016("
+    )
+    with psycopg.connect(module_dsn, autocommit=True) as conn:
+        conn.execute(before)
+        common = conn.execute("SELECT count(*) FROM typo_words").fetchone()
+        assert common is not None and common[0] > 60_000
+        for seed in (0, 1, -7, 2**62):
+            differ = conn.execute(
+                """SELECT count(*) FILTER (WHERE lexeme_neighbours(%(seed)s, w)
+                                           IS DISTINCT FROM pg_temp.neighbours_0016(%(seed)s, w)),
+                          count(*) FILTER (WHERE lexeme_neighbours(%(seed)s, w) IS NOT NULL)
+                   FROM (SELECT unnest(%(words)s::text[]) UNION ALL SELECT word FROM typo_words)
+                        AS t (w)""",
+                {"seed": seed, "words": words},
+            ).fetchone()
+            assert differ is not None and differ[0] == 0
+            assert differ[1] > 60_000  # keys compared, not NULL against NULL

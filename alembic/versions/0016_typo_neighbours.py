@@ -132,21 +132,21 @@ NEAREST_BY_TRIGRAMS = f"""
 ORDER = "2, n.df DESC, n.far, n.lexeme"
 
 
+LEXEME_NEIGHBOURS = rf"""
+    CREATE OR REPLACE FUNCTION lexeme_neighbours(collection bigint, lexeme text) RETURNS bigint[]
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    RETURN CASE
+        WHEN lexeme !~ '[\d\W_]' AND char_length(lexeme) >= {MIN_NEIGHBOUR_LENGTH}
+        THEN ARRAY(  -- i above the length deletes nothing: the word itself
+            SELECT hashtextextended(left(lexeme, i - 1) || substr(lexeme, i + 1), collection)
+            FROM generate_series(1, char_length(lexeme) + 1) AS i
+        )
+    END
+"""  # noqa: S608
+
+
 def upgrade() -> None:
-    op.execute(
-        rf"""
-        CREATE FUNCTION lexeme_neighbours(collection bigint, lexeme text) RETURNS bigint[]
-        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-        RETURN CASE
-            WHEN lexeme !~ '[\d\W_]' AND char_length(lexeme) >= {MIN_NEIGHBOUR_LENGTH}
-            THEN ARRAY(  -- i above the length deletes nothing: the word itself
-                SELECT hashtextextended(left(lexeme, i - 1) || substr(lexeme, i + 1),
-                                        collection)
-                FROM generate_series(1, char_length(lexeme) + 1) AS i
-            )
-        END
-        """  # noqa: S608
-    )
+    op.execute(LEXEME_NEIGHBOURS)
     op.execute(
         "CREATE INDEX bm25_terms_neighbours_idx ON bm25_terms"
         " USING gin (lexeme_neighbours(collection_id, lexeme)) WITH (fastupdate = off)"
