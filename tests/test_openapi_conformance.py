@@ -222,6 +222,16 @@ def test_the_document_states_the_rules_the_server_enforces() -> None:
     assert schemas["CollectionCreate"]["properties"]["embedder"]["enum"] == ["local", None]
 
 
+def test_a_blank_value_is_what_the_server_strips_to_nothing() -> None:
+    """The pattern of a question, a document's text, a rule: refused exactly where str.strip()
+    leaves nothing (U+001C alone passed it and was refused as empty; U+FEFF is a character)."""
+    pattern = re.compile(NOT_BLANK_NUL_FREE)
+    for code in range(1, 0x10000):
+        character = chr(code)
+        assert (pattern.search(character) is None) == (character.strip() == ""), hex(code)
+    assert pattern.search(" \x1c\u3000 a ") and not pattern.search("\x1c\x85 ")
+
+
 def refuses_nul(string: dict[str, Any]) -> bool:
     """Whether a string's schema refuses NUL: its pattern says so, or is a whole value made of
     characters it lists (a slug, digits; a currency, whose length is its pattern's)."""

@@ -159,9 +159,13 @@ class AnswerOperation(V1Operation):
 # Patterns of values the server refuses that their types do not say (JSON Schema patterns are
 # searches: anchored where the whole value must match).
 # Some character other than whitespace or NUL: the server strips (a question and a document's text
-# drop their NULs first), then checks. Any other string must hold no NUL at all.
-NOT_BLANK = r"[^\s\x00]"
-NOT_BLANK_NUL_FREE = r"^[^\x00]*[^\s\x00][^\x00]*$"
+# drop their NULs first), then checks. Any other string must hold no NUL at all. Whitespace is
+# what Python's str.strip() removes, listed: a pattern's `\s` leaves out the separators
+# U+001C-U+001F and U+0085, which strip() removes (a query of one U+001C passed the schema and
+# was refused as empty), and holds U+FEFF, which strip() keeps.
+_BLANK = r"\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+NOT_BLANK = rf"[^{_BLANK}\x00]"
+NOT_BLANK_NUL_FREE = rf"^[^\x00]*[^{_BLANK}\x00][^\x00]*$"
 # The strings whose NULs the server drops rather than refuses.
 _NUL_DROPPED = ("query", "text", "content")
 CURRENCY = r"^[A-Z]{3}"  # ISO 4217, with a length of 3 (no `$`: tools let it end in "\n")
