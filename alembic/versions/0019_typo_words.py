@@ -105,11 +105,7 @@ def _distance(a: str, b: str) -> str:
     END"""  # noqa: S608
 
 
-QUERY_CORRECTED = rf"""
-    CREATE OR REPLACE FUNCTION query_corrected(collection bigint, config regconfig, query text)
-    RETURNS TABLE (lexeme text, qtf integer, grp integer, alt integer,
-                   factor double precision, corrects text)
-    LANGUAGE sql STABLE PARALLEL SAFE AS $$
+SUSPECTS = rf"""
         WITH expanded AS MATERIALIZED (
             SELECT e.lexeme, e.qtf, e.grp, e.alt
             FROM query_expanded(collection, config, query) AS e
@@ -139,17 +135,20 @@ QUERY_CORRECTED = rf"""
             FROM unknown AS u
             WHERE greatest(char_length(u.lexeme), char_length(u.token)) >= {MIN_LENGTH}
               AND NOT EXISTS (SELECT FROM typo_words AS g WHERE g.word = u.token)
-        ), closest AS (
-            SELECT DISTINCT ON (v.lexeme) v.lexeme, s.qtf, s.lexeme AS corrects
-            FROM suspects AS s
-            CROSS JOIN LATERAL (
+"""  # noqa: S608
+
+
+def common_word(columns: str, word: str = "") -> str:
+    """The lateral branch that picks suspect `s`'s closest common word (a row at most): its
+    `columns` of `n` (`lexeme`, `distance`, and `word` where `word` selects `g.word`)."""
+    return rf"""
                 (  -- common words one deletion from the typed word on either side, as the
                    -- collection's language analyses them: a lexeme it knows (each looked up by
                    -- key: a join read its whole vocabulary), or none (a stop word, first among
                    -- equals: "witi" is "with", not "citi")
-                    SELECT n.lexeme, n.distance
+                    SELECT {columns}
                     FROM (
-                        SELECT m.lexeme,
+                        SELECT m.lexeme,{word}
                                (SELECT t.df FROM bm25_terms AS t
                                 WHERE t.collection_id = collection AND t.lexeme = m.lexeme)
                                    AS df,
@@ -164,6 +163,25 @@ QUERY_CORRECTED = rf"""
                     ORDER BY n.distance, n.lexeme IS NOT NULL, n.df DESC, n.far, n.lexeme
                     LIMIT 1
                 )
+"""  # noqa: S608
+
+
+QUERY_CORRECTED = (
+    r"""
+    CREATE OR REPLACE FUNCTION query_corrected(collection bigint, config regconfig, query text)
+    RETURNS TABLE (lexeme text, qtf integer, grp integer, alt integer,
+                   factor double precision, corrects text)
+    LANGUAGE sql STABLE PARALLEL SAFE AS $$
+"""  # noqa: S608
+    + SUSPECTS
+    + r"""
+        ), closest AS (
+            SELECT DISTINCT ON (v.lexeme) v.lexeme, s.qtf, s.lexeme AS corrects
+            FROM suspects AS s
+            CROSS JOIN LATERAL (
+"""
+    + common_word("n.lexeme, n.distance")
+    + rf"""
                 UNION ALL
                 (  -- else the collection's lexemes one deletion from the unknown lexeme (the GIN
                    -- index alone: `+ 0` keeps the collection check out of the primary key)
@@ -203,3 +221,4 @@ QUERY_CORRECTED = rf"""
         JOIN collections AS k ON k.id = collection
     $$
 """  # noqa: S608
+)
