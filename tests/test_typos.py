@@ -191,6 +191,30 @@ def test_the_setting_is_changed_and_bounded(dealer: TestClient[Any]) -> None:
     assert dealer.patch("/v1/collections/strict", json={"typo_weight": 0}).status_code == 200
 
 
+def vector(client: TestClient[Any], collection: str, text: str) -> tuple[list[Any], str]:
+    """Vector search's ranking with its scores, and the text it embedded."""
+    found = search(client, collection, query=text, mode="vector", explain=True)
+    ranked = [(r["document_id"], r["retrievers"]["vector"]["score"]) for r in found["results"]]
+    return ranked, found["explain"]["sub_queries"][0]["embedded_query"]
+
+
+def test_the_vector_side_embeds_the_question_respelled(dealer: TestClient[Any]) -> None:
+    """Each misspelled word keyword search reads as a common word is that word in the text the
+    vector side embeds, so vector search ranks as for the question spelled right; a word typed
+    with a capital keeps it."""
+    respelled, embedded = vector(dealer, "library", "Efficiencuy of complers, witi garden")
+    assert embedded == "Efficiency of compilers, with garden"
+    assert respelled == vector(dealer, "library", "Efficiency of compilers, with garden")[0]
+    assert vector(dealer, "library", "efficiency of compilers")[1] == "efficiency of compilers"
+
+
+def test_without_tolerance_the_question_is_embedded_as_typed(dealer: TestClient[Any]) -> None:
+    ranked, embedded = vector(dealer, "strict", "garnsi mesin")
+    assert embedded == "garnsi mesin"
+    assert ranked != vector(dealer, "strict", "garansi mesin")[0]
+    assert vector(dealer, "dealer", "garnsi mesin")[1] == "garansi mesin"
+
+
 def test_the_neighbours_keys_are_those_the_indexes_were_built_with(module_dsn: str) -> None:
     """`lexeme_neighbours` (PL/pgSQL since migration 0020) gives 0016's SQL function's keys,
     bit for bit, on the common words and on random text of several scripts and shapes: the GIN

@@ -1,11 +1,14 @@
-"""Typo tolerance, as `explain` shows it: which unknown query words keyword search corrects.
+"""Typo tolerance outside keyword search: which unknown query words it corrects, as `explain`
+shows them, and the question respelled for the vector side to embed.
 
-The corrections themselves happen in SQL (`query_corrected`, migrations 0011 and 0016), where
-keyword search, relevance evidence and highlights all read them.
+The corrections themselves happen in SQL (`query_corrected`, migrations 0011, 0016 and 0019),
+where keyword search, relevance evidence and highlights all read them; `query_respelled`
+(migration 0021) gives the same choice as words.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import psycopg
@@ -25,3 +28,20 @@ async def corrections(conn: Conn, collection_id: int, text: str) -> list[dict[st
         {"word": word, "lexeme": lexeme, "language": language, "weight": round(factor, 4)}
         for word, lexeme, language, factor in await cur.fetchall()
     ]
+
+
+async def respelled(conn: Conn, collection_id: int, text: str) -> str:
+    """`text` with each misspelled word that keyword search reads as a common word replaced by
+    that word (first letter upper case where it was typed so); `text` itself when there is none
+    or the collection corrects no typos."""
+    cur = await conn.execute(
+        query("typos_respelled"), {"collection_id": collection_id, "query": text}
+    )
+    for typed, word in await cur.fetchall():
+
+        def spelled(found: re.Match[str], word: str = word) -> str:
+            return word.capitalize() if found[0][0].isupper() else word
+
+        # The word as SQL split it: a whole run of letters, compared in lower case.
+        text = re.sub(rf"(?<![^\W\d_]){re.escape(typed)}(?![^\W\d_])", spelled, text, flags=re.I)
+    return text

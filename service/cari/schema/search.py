@@ -178,6 +178,9 @@ class SubQueryExplain(msgspec.Struct):
     kept: list[WeighedChunk]
     dropped: list[DroppedChunk]
     timings_ms: dict[str, float]
+    # The text the vector side embedded: the query with its misspelled words respelled as
+    # keyword search reads them; null without a vector search.
+    embedded_query: str | None = None
 
 
 class Explain(msgspec.Struct, kw_only=True):

@@ -347,8 +347,14 @@ class Searcher:
             # time for what follows it (a degraded hybrid search took 2.02 s of a 2 s budget).
             budget = model.vectors.timeout_s
             deadline = began + budget - min(ANSWER_RESERVE_S, budget / 4)
+            part.embedded = part.text
+            if collection.typo_weight > 0:  # its misspelled words as keyword search reads them
+                async with pool.connection() as conn:
+                    part.embedded = await _timed(
+                        part.timings, "respell", typos.respelled(conn, collection.id, part.text)
+                    )
             vector, part.cached = await _timed(
-                part.timings, "embed", model.vectors.get(part.text, deadline)
+                part.timings, "embed", model.vectors.get(part.embedded, deadline)
             )
             part.vector, part.space = vector, model.space
             found, part.applied_ef = await _timed(

@@ -108,4 +108,5 @@ def _part(part: Part, plan: Plan, default_scale: relevance.Scale) -> SubQueryExp
         kept=[WeighedChunk(**weighed(f)) for f in part.kept],
         dropped=[DroppedChunk(**weighed(f), reason=reason) for f in part.dropped],
         timings_ms={k: round(v, 3) for k, v in part.timings.items()},
+        embedded_query=part.embedded,
     )

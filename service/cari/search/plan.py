@@ -36,6 +36,7 @@ class SearchCollection:
     pricing_keywords: list[str]
     financing_keywords: list[str]
     embedder: str | None  # None: the default one
+    typo_weight: float  # 0: no typo corrected, and the vector side embeds the question as typed
     # Its relevance scale: set for it (wins), fitted to it (cari.search.fit; None when absent
     # or fitted for another embedder), else the embedder's.
     relevance_cosine_floor: float | None
@@ -133,6 +134,7 @@ class Part:
     evidence: dict[int, relevance.Evidence] = field(default_factory=dict)
     dropped: list[Fused] = field(default_factory=list)
     lists: dict[str, list[Candidate]] = field(default_factory=dict)
+    embedded: str | None = None  # the text the vector side embedded (typos respelled)
     vector: np.ndarray | None = None
     space: Space | None = None  # the vector's
     scale: relevance.Scale | None = None  # how its evidence was weighed
