@@ -450,3 +450,14 @@ def test_a_split_question_shows_its_sub_queries(browser: WebDriver, server: str)
     assert {part for part in parts if any(f"(sub-query “{part}”)" in why for why in whys)} == set(
         parts
     )
+
+
+def test_a_misspelled_question_shows_the_text_embedded(browser: WebDriver, server: str) -> None:
+    """The vector side embedded the question respelled; the plan says so."""
+    question = "tire rotatoin"
+    open_console(browser, server, "cars", question)
+    found = search(server, "cars", question, explain=True)
+    assert found["explain"]["sub_queries"][0]["embedded_query"] == "tire rotation"
+    plan = browser.find_element(By.CSS_SELECTOR, "#side-a .plan-body")
+    wait(browser, lambda _: "embedded as “tire rotation”" in plan.text)
+    assert [q.text for q in plan.find_elements(By.CSS_SELECTOR, ".sub-queries q")] == [question]

@@ -410,6 +410,11 @@ def test_cli_search_prints_a_table_and_json(
     assert response["explain"]["mode"] == "keyword"
     fused = cli("--json", "--explain", "--fusion", "zscore")
     assert json.loads(fused.stdout)["explain"]["fusion"] == "zscore"
+    # A misspelled question: the text its vector search embedded, respelled.
+    base[4] = "baots"
+    respelled = cli("--explain", "--threshold", "0")
+    assert "embedded query: boats" in respelled.stdout, respelled.stdout
+    assert "embedded query" not in explained.stdout  # as typed: not repeated
     missing = subprocess.run(
         [sys.executable, "-m", "cari.cli", "search", " ", "-c", "cli"],
         env=env,

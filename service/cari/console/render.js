@@ -233,6 +233,10 @@ export function plan(container, response) {
         "li",
         {},
         el("q", { text: part.query }),
+        // The vector side embedded it respelled: its misspelled words as keyword search reads them.
+        part.embedded_query && part.embedded_query !== part.query
+          ? el("span", { class: "respelled", text: ` embedded as “${part.embedded_query}”` })
+          : "",
         ` — ${Object.entries(part.candidates).map(([n, c]) => `${n} ${c} candidates`).join(", ")}`,
         part.keyword_postings_read !== null ? `, ${part.keyword_postings_read} postings read` : "",
         `; ${part.kept.length} kept, ${part.dropped.length} dropped`,
