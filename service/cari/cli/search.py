@@ -218,9 +218,9 @@ def _print_explain(explain: dict[str, Any]) -> None:
             evidence = [_plain(chunk[k]) for k in ("relevance", "cosine", "dense", "coverage")]
             chunks.add_row(chunk["id"], *evidence, outcome)
         console.print(chunks)
-        keys = ("candidates", "keyword_postings_read", "query_vector_cached", "routes")
+        keys = ["candidates", "keyword_postings_read", "query_vector_cached", "routes"]
         if part.get("embedded_query") not in (None, part["query"]):  # respelled: typos
-            keys += ("embedded_query",)
+            keys.append("embedded_query")
         for key in keys:
             click.echo(f"{_label(key)}: {_plain(part[key])}")
         click.echo(f"{_label('timings_ms')}: {_plain(part['timings_ms'])}")
