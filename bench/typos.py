@@ -34,9 +34,9 @@ at 0 (the corrections restore their words) and the spelled-right questions' at t
     python -m bench.typos --hybrid --dataset DIR [--split test] [--weights 0 0.7]
 
 Hybrid instead: the corpus ingested as `bench.quality` ingests it (the real path, embeddings
-from its on-disk cache; the misspelled questions are embedded as they are), and each question
-as written and misspelled searched in `hybrid` mode as users get it (the server's candidates,
-threshold 0, 100 results), at each `--weights`.
+from its on-disk cache), and each question as written and misspelled searched in `hybrid` mode
+as users get it (the server's candidates, threshold 0, 100 results; with typo tolerance on, the
+vector side embeds the question respelled, as the service does), at each `--weights`.
 
 Runs on DATABASE_URL if set, else on a throwaway embedded server.
 """
