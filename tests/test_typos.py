@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from litestar.testing import TestClient
 
+from cari import typos
 from cari.db.migrations import earlier_revision
 from tests.conftest import app_client
 from tests.test_search import add, search
@@ -206,6 +207,20 @@ def test_the_vector_side_embeds_the_question_respelled(dealer: TestClient[Any]) 
     assert embedded == "Efficiency of compilers, with garden"
     assert respelled == vector(dealer, "library", "Efficiency of compilers, with garden")[0]
     assert vector(dealer, "library", "efficiency of compilers")[1] == "efficiency of compilers"
+
+
+def test_a_question_of_common_words_is_not_sent_to_be_respelled(dealer: TestClient[Any]) -> None:
+    """Only a word of 4 letters or more that is no common word can be respelled: without one,
+    no respelling is asked of the database (no `respell` stage)."""
+
+    def stages(text: str) -> set[str]:
+        found = search(dealer, "library", query=text, mode="vector", explain=True)
+        return set(found["explain"]["sub_queries"][0]["timings_ms"])
+
+    assert "respell" not in stages("Efficiency of the compilers, with a garden")
+    assert "respell" not in stages("cmp of a hse")  # too short to be corrected
+    assert "respell" in stages("efficiencuy of compilers")
+    assert typos.SUSPECT_LETTERS == earlier_revision("0016").MIN_LENGTH
 
 
 def test_without_tolerance_the_question_is_embedded_as_typed(dealer: TestClient[Any]) -> None:

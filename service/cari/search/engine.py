@@ -96,6 +96,7 @@ class Searcher:
         self.embedders = embedders
         self.collections = collections  # kept while a serving process listens (the app)
         self._models: dict[str | None, _Model] = {}
+        self._common_words: frozenset[str] | None = None  # typo tolerance's, read on first use
         self.keyword_engine = keyword_engine  # the extension, or the SQL statement
         default = self._model(None)
         self.vectors = default.vectors  # the default embedder's, which metrics report
@@ -349,10 +350,16 @@ class Searcher:
             deadline = began + budget - min(ANSWER_RESERVE_S, budget / 4)
             part.embedded = part.text
             if collection.typo_weight > 0:  # its misspelled words as keyword search reads them
-                async with pool.connection() as conn:
-                    part.embedded = await _timed(
-                        part.timings, "respell", typos.respelled(conn, collection.id, part.text)
-                    )
+                if self._common_words is None:
+                    async with pool.connection() as conn:
+                        self._common_words = await typos.common_words(conn)
+                if typos.may_respell(part.text, self._common_words):
+                    async with pool.connection() as conn:
+                        part.embedded = await _timed(
+                            part.timings,
+                            "respell",
+                            typos.respelled(conn, collection.id, part.text),
+                        )
             vector, part.cached = await _timed(
                 part.timings, "embed", model.vectors.get(part.embedded, deadline)
             )
