@@ -245,7 +245,7 @@ def test_the_neighbours_keys_are_those_the_indexes_were_built_with(module_dsn: s
         conn.execute(before)
         common = conn.execute("SELECT count(*) FROM typo_words").fetchone()
         assert common is not None and common[0] > 60_000
-        for seed in (0, 1, -7, 2**62):
+        for seed in (0, -7):  # the common words', and a collection's
             differ = conn.execute(
                 """SELECT count(*) FILTER (WHERE lexeme_neighbours(%(seed)s, w)
                                            IS DISTINCT FROM pg_temp.neighbours_0016(%(seed)s, w)),
