@@ -348,18 +348,7 @@ class Searcher:
             # time for what follows it (a degraded hybrid search took 2.02 s of a 2 s budget).
             budget = model.vectors.timeout_s
             deadline = began + budget - min(ANSWER_RESERVE_S, budget / 4)
-            part.embedded = part.text
-            if collection.typo_weight > 0:  # its misspelled words as keyword search reads them
-                if self._common_words is None:
-                    async with pool.connection() as conn:
-                        self._common_words = await typos.common_words(conn)
-                if typos.may_respell(part.text, self._common_words):
-                    async with pool.connection() as conn:
-                        part.embedded = await _timed(
-                            part.timings,
-                            "respell",
-                            typos.respelled(conn, collection.id, part.text),
-                        )
+            part.embedded = await self._respelled(pool, collection, part)
             vector, part.cached = await _timed(
                 part.timings, "embed", model.vectors.get(part.embedded, deadline)
             )
@@ -414,6 +403,24 @@ class Searcher:
         part.routing = await _timed(
             part.timings, "route", model.router.route(part.text, part.vector, keywords)
         )
+
+    async def _respelled(
+        self, pool: AsyncConnectionPool, collection: SearchCollection, part: Part
+    ) -> str:
+        """The text the vector side embeds: `part`'s, its misspelled words as keyword search
+        reads them where the collection corrects typos; the database is asked only where a
+        word could be respelled."""
+        if collection.typo_weight <= 0:
+            return part.text
+        if self._common_words is None:
+            async with pool.connection() as conn:
+                self._common_words = await typos.common_words(conn)
+        if not typos.may_respell(part.text, self._common_words):
+            return part.text
+        async with pool.connection() as conn:
+            return await _timed(
+                part.timings, "respell", typos.respelled(conn, collection.id, part.text)
+            )
 
     async def _unmoved(self, pool: AsyncConnectionPool, searched: SearchCollection) -> None:
         """Raise CollectionMoved when `searched`, the row the search read, names an embedder
