@@ -648,3 +648,37 @@ def test_a_fold_reads_the_block_ends_lexeme_by_lexeme(ext_dsn: str) -> None:
                 assert_same(got, expected, text)
 
     asyncio.run(run())
+
+
+def test_at_extension_1_0_a_fold_folds_nothing_and_the_rows_stay(ext_dsn: str) -> None:
+    """The extension at 1.0 (until Cari updates it) has no `bm25_tsv_terms`, which the fold
+    counts with, and no engine serves from blocks: writes append posting rows, and a fold leaves
+    them where the SQL statement reads them (revision 0018's packed them into blocks, and
+    keyword search found nothing), without an error; the recount agrees."""
+    with psycopg.connect(ext_dsn, autocommit=True) as conn:
+        conn.execute("DROP EXTENSION cari_bm25")
+        conn.execute("CREATE EXTENSION cari_bm25 VERSION '1.0'")
+        assert conn.execute(query("keyword_engine")).fetchone() is None  # the SQL statement
+    docs = corpus(55, 40)
+
+    async def run() -> None:
+        async with await connect(ext_dsn) as conn:
+            await collection.create(conn, CollectionCreate(name="c"), SETTINGS)
+            ref = await collection_ref(conn, "c")
+            await write_documents(conn, ref, [prepared(*d) for d in docs], compact=False)
+            rows = await _count(conn, "postings", ref)
+            assert rows > 0 and await _count(conn, "bm25_delta", ref) == 0
+            await compact_statistics(conn, ref, fold_postings=1)
+            assert await _count(conn, "postings", ref) == rows
+            assert await _count(conn, "bm25_blocks", ref) == 0
+            found = await bm25.search(
+                conn, ref.id, docs[0][2], candidates=10, filters=NO_FILTERS, params={}, engine="sql"
+            )
+            assert found.candidates  # revision 0018's fold packed them where no engine read
+            assert await collection.keyword_index_differences(conn, "c") == {
+                "postings": 0,
+                "document frequencies": 0,
+                "sizes": 0,
+            }
+
+    asyncio.run(run())

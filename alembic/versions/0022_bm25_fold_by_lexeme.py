@@ -17,7 +17,8 @@ queued chunk's postings are counted by the extension's `bm25_tsv_terms`, with th
 lengths summed from the same counts, instead of `unnest(tsv)` and a window over every posting
 sorted by chunk (1.85 s against 0.74 s for 784,100 postings). The blocks are the same, posting
 for posting (compared by a digest over every block's bounds and unpacked postings); the locks,
-the lock timeout and the emptied-collection shortcut are unchanged.
+the lock timeout and the emptied-collection shortcut are unchanged. With the extension at 1.0
+(no `bm25_tsv_terms`; no engine serves from the blocks then) the fold now folds nothing.
 
 Revision ID: 0022
 Revises: 0021
@@ -34,6 +35,9 @@ depends_on = None
 
 
 FOLD_LOCK_TIMEOUT = earlier_revision("0014").FOLD_LOCK_TIMEOUT
+# The extension at 1.1 or later, which has `bm25_tsv_terms`: at 1.0 (until Cari updates it) no
+# engine serves from the blocks, and the writes' posting rows stay where the SQL statement reads.
+DELTA_READ = earlier_revision("0017").DELTA_READ
 
 
 def upgrade() -> None:
@@ -48,7 +52,7 @@ FOLD = f"""
         CREATE OR REPLACE FUNCTION bm25_fold(collection bigint) RETURNS boolean
         LANGUAGE plpgsql AS $$
         BEGIN
-            IF NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'cari_bm25')
+            IF NOT {DELTA_READ}
                OR NOT pg_try_advisory_xact_lock(417004, (collection % 2147483647)::integer)
                OR NOT pg_try_advisory_xact_lock_shared(417003, (collection % 2147483647)::integer)
             THEN
@@ -90,11 +94,6 @@ FOLD = f"""
                     RETURNING chunk_id, lexemes
                 )
                 SELECT l.lexeme, g.chunk_id FROM gone AS g, unnest(g.lexemes) AS l (lexeme);
-                -- Each changed posting's block: the first of its lexeme's blocks ending at
-                -- or after its chunk; past the last (appends), the last; NULL when the
-                -- lexeme has none. A binary search (width_bucket) in the lexeme's sorted
-                -- block ends, each posting placed once: new postings carry their place into
-                -- the packing, dead ones only mark it.
                 -- The block ends of each changed lexeme, looked up lexeme by lexeme in the
                 -- primary key whatever the planner believes of the collection's blocks, and
                 -- analysed, so that the postings are joined to them by a hash.
@@ -110,6 +109,11 @@ FOLD = f"""
                 ) AS e
                 WHERE e.lasts IS NOT NULL;
                 ANALYZE bm25_fold_ends;
+                -- Each changed posting's block: the first of its lexeme's blocks ending at
+                -- or after its chunk; past the last (appends), the last; NULL when the
+                -- lexeme has none. A binary search (width_bucket) in the lexeme's sorted
+                -- block ends, each posting placed once: new postings carry their place into
+                -- the packing, dead ones only mark it.
                 CREATE TEMP TABLE bm25_fold_placed ON COMMIT DROP AS
                 WITH changed AS (
                     SELECT lexeme, chunk_id, tf_title, tf_body, len_title, len_body, false AS gone
