@@ -57,11 +57,13 @@ async def respelled(conn: Conn, collection_id: int, text: str) -> str:
     cur = await conn.execute(
         query("typos_respelled"), {"collection_id": collection_id, "query": text}
     )
-    for typed, word in await cur.fetchall():
+    words: dict[str, str] = dict(await cur.fetchall())
 
-        def spelled(found: re.Match[str], word: str = word) -> str:
-            return word.capitalize() if found[0][0].isupper() else word
+    def spelled(found: re.Match[str]) -> str:
+        # A word as SQL splits them (a whole run of letters), compared in lower case.
+        word = words.get(found[0].lower())
+        if word is None:
+            return found[0]
+        return word.capitalize() if found[0][0].isupper() else word
 
-        # The word as SQL split it: a whole run of letters, compared in lower case.
-        text = re.sub(rf"(?<![^\W\d_]){re.escape(typed)}(?![^\W\d_])", spelled, text, flags=re.I)
-    return text
+    return _WORD.sub(spelled, text) if words else text
