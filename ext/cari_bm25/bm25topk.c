@@ -34,9 +34,13 @@
  * bounds taken again (they only shrink), at most once per term.  Cutting at
  * every term's sub-block ends made windows of a few dozen chunks with many
  * frequent terms, each paying the units' setup again.
- * A window of at most BM25_DENSE_SPAN chunk ids gathers its candidates term
- * at a time (dense_window); a longer one, document at a time from the
- * essential terms' cursors.
+ * A window shorter than dense_span (BM25_DENSE_SPAN chunk ids) that is not
+ * skipped is made dense_span long, its bounds taken again, and walked term at
+ * a time (dense_window), its terms' sub-blocks not cutting it; a longer one
+ * is walked document at a time from the essential terms' cursors.  Frequent
+ * terms make short windows: at a quarter of a million postings a query,
+ * windows of a few hundred chunk ids each paid the units' setup, and the
+ * merge of cursors and each candidate's probes cost more than decoding.
  * Chunks are met in ascending id order, so a chunk scoring exactly theta would
  * rank after the k-th (same score, larger id): "cannot beat" is "<= theta",
  * which keeps the result exact under ties.  Bounds and the running sums
@@ -49,9 +53,10 @@
  * posting of every window, returns the very same doubles.
  *
  * Memory: the terms' cursors (a parsed directory and one decoded sub-block
- * each), the units, the heap of k hits, a dense window's sums, and the
- * allowed/dead arrays: all in a context deleted at the end of the call.
- * Nothing is sized by the corpus.
+ * each), the units, the heap of k hits, a dense window's sums and each term's
+ * parts there (2 MB at most: dense_span shrinks past BM25_DENSE_TERMS terms),
+ * and the allowed/dead arrays: all in a context deleted at the end of the
+ * call.  Nothing is sized by the corpus.
  *
  *-------------------------------------------------------------------------
  */
@@ -101,6 +106,8 @@
 #define BOUND_SLACK_ABS		1e-300
 /* a window of at most this many chunk ids is walked term at a time (32 kB of sums) */
 #define BM25_DENSE_SPAN		4096
+/* beyond this many terms the span shrinks, so the terms' parts there stay at 2 MB */
+#define BM25_DENSE_TERMS	64
 
 /* a query term and its cursor over its block rows */
 typedef struct Term
@@ -137,6 +144,8 @@ typedef struct Term
 												 * len_body */
 
 	bool		in_window;		/* its current sub-block meets the window */
+	double	   *dparts;			/* dense_window: its part in each chunk */
+	uint64	   *dwritten;		/* and which of them hold one */
 	bool		cuts;			/* essential in the last window: its sub-block
 								 * ends cut the next */
 	double		cur;			/* its part in the current chunk */
@@ -177,8 +186,10 @@ typedef struct Walk
 	int		   *order;			/* present units by ascending bound */
 	Term	  **ess;			/* the essential units' terms in the window */
 	double	   *prefix;			/* prefix sums of their bounds */
-	double	   *sums;			/* dense_window's: BM25_DENSE_SPAN */
+	int			dense_span;		/* a window this long or shorter is dense */
+	double	   *sums;			/* dense_window's, dense_span */
 	uint64	   *seen;			/* and which of them hold a sum */
+	uint64	   *alive;			/* the candidates not pruned yet */
 
 	const int64 *allowed;		/* NULL: every chunk */
 	int			nallowed;
@@ -430,6 +441,27 @@ term_fill(Walk *w, Term *t, int64 d)
 		bm25_corrupt("sub-block ends before its bytes or its last id");
 }
 
+/*
+ * The part of the term's posting of chunk `id` with these fields, checked
+ * against `limit`, its sub-block's bound.
+ */
+static inline double
+part_checked(Walk *w, const Term *t, int64 id, const int32 *fields, double limit)
+{
+	double		part = bm25_part(&w->params, t->weight, fields[0], fields[1],
+								 fields[2], fields[3]);
+
+	if (unlikely(!isfinite(part)))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("BM25 score of chunk " INT64_FORMAT " is out of range", id),
+				 errhint("Check the weights, avglen and boost.")));
+	if (unlikely(part > limit))
+		bm25_corrupt(psprintf("posting of chunk " INT64_FORMAT
+							  " above its sub-block's bound", id));
+	return part;
+}
+
 /* The part of the term's decoded posting i, scored on first use. */
 static inline double
 term_part(Walk *w, Term *t, int i)
@@ -438,16 +470,7 @@ term_part(Walk *w, Term *t, int i)
 
 	if (likely(!isnan(part)))
 		return part;
-	part = bm25_part(&w->params, t->weight, t->fields[i][0], t->fields[i][1],
-					 t->fields[i][2], t->fields[i][3]);
-	if (unlikely(!isfinite(part)))
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("BM25 score of chunk " INT64_FORMAT " is out of range", t->ids[i]),
-				 errhint("Check the weights, avglen and boost.")));
-	if (unlikely(part > t->limit))
-		bm25_corrupt(psprintf("posting of chunk " INT64_FORMAT
-							  " above its sub-block's bound", t->ids[i]));
+	part = part_checked(w, t, t->ids[i], t->fields[i], t->limit);
 	t->parts[i] = part;
 	return part;
 }
@@ -711,68 +734,290 @@ candidate_finish(Walk *w, int64 d, double s, int ne, int ness, bool ess_set)
 		hits_offer(w, score, d);
 }
 
+/* Whether any chunk of slots [lo, hi] of a dense window is still a candidate. */
+static inline bool
+alive_any(const uint64 *alive, int lo, int hi)
+{
+	int			first = lo >> 6;
+	int			last = hi >> 6;
+	uint64		lo_mask = ~UINT64CONST(0) << (lo & 63);
+	uint64		hi_mask = ~UINT64CONST(0) >> (63 - (hi & 63));
+
+	if (first == last)
+		return (alive[first] & lo_mask & hi_mask) != 0;
+	if (alive[first] & lo_mask)
+		return true;
+	for (int word = first + 1; word < last; word++)
+		if (alive[word])
+			return true;
+	return (alive[last] & hi_mask) != 0;
+}
+
+/* A term's parts in a dense window: none recorded yet. */
+static void
+dense_begin(Walk *w, Term *t, int nwords)
+{
+	if (t->dparts == NULL)
+	{
+		t->dparts = palloc(sizeof(double) * w->dense_span);
+		t->dwritten = palloc(sizeof(uint64) * (w->dense_span / 64));
+	}
+	memset(t->dwritten, 0, sizeof(uint64) * nwords);
+}
+
 /*
- * The candidates of a window of at most BM25_DENSE_SPAN chunks, term at a
- * time: each essential term's parts in the window are added into an array
- * indexed by chunk, which is then read in chunk order.  With many frequent
- * terms nearly every term is essential, and the document-at-a-time merge
- * (essential_next) visited every essential term for each of tens of
- * thousands of candidates; here each posting is visited once.  The sums are
- * in term order, not the canonical one, so they serve the pruning only (which
- * allows for a few ulps); a chunk that may enter is scored canonically by
- * candidate_finish.  False when the walk is over.
+ * Record a term's part in chunk slot of a dense window; an essential term's is
+ * added to the chunk's sum too, which makes the chunk a candidate.
+ */
+static inline void
+dense_record(Walk *w, Term *t, int slot, double part, bool essential)
+{
+	uint64		bit = UINT64CONST(1) << (slot & 63);
+
+	t->dparts[slot] = part;
+	t->dwritten[slot >> 6] |= bit;
+	if (!essential)
+		return;
+	if (w->seen[slot >> 6] & bit)
+		w->sums[slot] += part;
+	else
+	{
+		w->seen[slot >> 6] |= bit;
+		w->sums[slot] = part;
+	}
+}
+
+/*
+ * Decode the term's current sub-block, all inside a dense window and not
+ * started, straight into the window: every posting validated as term_fill
+ * does, scored only where recorded.  The cursor stays before it, undecoded:
+ * the walk moves past it.
+ */
+static void
+dense_subblock(Walk *w, Term *t, int64 wstart, bool essential)
+{
+	const Bm25SubBlock *sub = &t->block.sub[t->sub];
+	const uint8 *p = t->block.data + sub->offset;
+	const uint8 *end = p + sub->length;
+	double		limit = t->bound[t->sub] * (1.0 + BOUND_SLACK) + BOUND_SLACK_ABS;
+	int64		id = sub->base;
+	int32		fields[4];
+
+	w->subblocks_decoded++;
+	for (int n = 0; n < sub->count; n++)
+	{
+		int			slot;
+
+		id = bm25_posting_get(&p, end, id, fields);
+		if (unlikely(id <= sub->floor))
+			bm25_corrupt("block overlaps the previous block");
+		if (unlikely(id > sub->last))
+			bm25_corrupt("chunk id beyond its sub-block's last id");
+		slot = (int) (id - wstart);
+		if (essential || (w->alive[slot >> 6] & (UINT64CONST(1) << (slot & 63))))
+			dense_record(w, t, slot, part_checked(w, t, id, fields, limit), essential);
+	}
+	if (p != end || id != sub->last)
+		bm25_corrupt("sub-block ends before its bytes or its last id");
+}
+
+/* The term's recorded part in chunk slot of the dense window (0 when absent). */
+static inline double
+dense_part(const Term *t, int slot)
+{
+	if (!t->in_window || !(t->dwritten[slot >> 6] & (UINT64CONST(1) << (slot & 63))))
+		return 0.0;
+	return t->dparts[slot];
+}
+
+/*
+ * Record the term's parts in the chunks of a dense window, over the sub-blocks
+ * and rows it spans: an essential term's in every chunk it has, each added to
+ * the chunk's sum (the chunk is then a candidate); another's only in the
+ * chunks still alive, and a sub-block with none alive in its range is not
+ * decoded.  A sub-block all inside the window and not started is decoded
+ * straight into it (dense_subblock); one the window cuts goes through the
+ * cursor (term_fill), which the next window reads on from.
+ */
+static void
+dense_walk(Walk *w, Term *t, int64 wstart, int64 wend, bool essential)
+{
+	while (!t->exhausted)
+	{
+		const Bm25SubBlock *sub = &t->block.sub[t->sub];
+		int64		lo = Max(sub->floor + 1, wstart);
+		int64		hi = Min(sub->last, wend);
+		bool		wanted;
+
+		if (sub->floor >= wend)
+			break;
+		wanted = essential || alive_any(w->alive, (int) (lo - wstart), (int) (hi - wstart));
+		if (wanted && !t->decoded && sub->floor >= wstart - 1 && sub->last <= wend)
+			dense_subblock(w, t, wstart, essential);
+		else if (wanted)
+		{
+			int			i;
+
+			term_fill(w, t, hi);
+			while (t->pos < t->count && t->ids[t->pos] < wstart)
+				t->pos++;
+			for (i = t->pos; i < t->count && t->ids[i] <= wend; i++)
+			{
+				int			slot = (int) (t->ids[i] - wstart);
+
+				if (essential || (w->alive[slot >> 6] & (UINT64CONST(1) << (slot & 63))))
+					dense_record(w, t, slot, term_part(w, t, i), essential);
+			}
+			t->pos = i;
+		}
+		if (sub->last >= wend)
+			break;
+		term_seek(w, t, sub->last + 1);
+	}
+}
+
+/*
+ * A window of at most dense_span chunks, term at a time.  With many frequent
+ * terms nearly every chunk is a candidate, and going document at a time (the
+ * merge of the essential terms' cursors, then each candidate's probes into
+ * the others) cost more per candidate than decoding its postings; here each
+ * posting is visited once, in a loop over one term's postings:
+ *	 - the essential terms' parts are added up by chunk, and the chunks met
+ *	   (the candidates) that cannot beat theta with every other unit at its
+ *	   bound are dropped;
+ *	 - each non-essential unit, largest bound first, adds its parts in the
+ *	   candidates left, which are then dropped if they cannot beat theta with
+ *	   the units still to come at their bounds;
+ *	 - the chunks left are scored from their recorded parts in the canonical
+ *	   order and offered.
+ * The sums are in that order, not the canonical one, so they serve the
+ * pruning only (which allows for a few ulps).  theta is the one at the
+ * window's start: a lower theta prunes less, never wrongly.  False when the
+ * walk is over.
  */
 static bool
 dense_window(Walk *w, int64 wstart, int64 wend, int ne, int ness)
 {
 	int			span = (int) (wend - wstart + 1);
 	int			nwords = (span + 63) / 64;
+	double		theta = walk_theta(w);
+	bool		more = true;
+	int			nalive = 0;
 	uint32		ncandidates = 0;
 
 	memset(w->seen, 0, sizeof(uint64) * nwords);
+	memset(w->alive, 0, sizeof(uint64) * nwords);
 	for (int e = 0; e < ness; e++)
 	{
-		Term	   *t = w->ess[e];
-
-		for (int i = t->pos; i < t->count && t->ids[i] <= wend; i++)
-		{
-			int			slot = (int) (t->ids[i] - wstart);
-			uint64		bit = UINT64CONST(1) << (slot & 63);
-			double		part = term_part(w, t, i);
-
-			if (w->seen[slot >> 6] & bit)
-				w->sums[slot] += part;
-			else
-			{
-				w->seen[slot >> 6] |= bit;
-				w->sums[slot] = part;
-			}
-		}
+		dense_begin(w, w->ess[e], nwords);
+		dense_walk(w, w->ess[e], wstart, wend, true);
 	}
-	for (int word = 0; word < nwords; word++)
+
+	/* the candidates, filtered, and pruned with every other unit at its bound */
+	for (int word = 0; word < nwords && more; word++)
 	{
 		uint64		bits = w->seen[word];
 
 		while (bits != 0)
 		{
 			int			slot = word * 64 + pg_rightmost_one_pos64(bits);
-			int64		d = wstart + slot;
 			int64		next;
 
 			bits &= bits - 1;
 			if ((++ncandidates & 1023) == 0)
 				CHECK_FOR_INTERRUPTS();
-			if (chunk_filtered(w, d, &next))
+			if (chunk_filtered(w, wstart + slot, &next))
 			{
 				if (next == 0)
-					return false;	/* nothing later is allowed */
+				{
+					more = false;	/* nothing later is allowed */
+					break;
+				}
 				continue;
 			}
 			w->candidates++;
-			candidate_finish(w, d, w->sums[slot], ne, ness, false);
+			if (cannot_beat(w->sums[slot] + w->prefix[ne], theta))
+			{
+				w->candidates_pruned++;
+				continue;
+			}
+			w->alive[word] |= UINT64CONST(1) << (slot & 63);
+			nalive++;
 		}
 	}
-	return true;
+
+	/* the non-essential units, largest bound first */
+	for (int i = ne - 1; i >= 0 && nalive > 0; i--)
+	{
+		const Unit *unit = &w->units[w->order[i]];
+
+		for (int j = 0; j < unit->nterms; j++)
+		{
+			Term	   *t = &w->terms[unit->terms[j]];
+
+			if (!t->in_window)
+				continue;
+			dense_begin(w, t, nwords);
+			dense_walk(w, t, wstart, wend, false);
+		}
+		for (int word = 0; word < nwords; word++)
+		{
+			uint64		bits = w->alive[word];
+
+			while (bits != 0)
+			{
+				int			slot = word * 64 + pg_rightmost_one_pos64(bits);
+
+				bits &= bits - 1;
+				if (unit->nalts == 0)
+					w->sums[slot] += dense_part(&w->terms[unit->terms[0]], slot);
+				else
+				{
+					for (int j = 0; j < unit->nterms; j++)
+					{
+						Term	   *t = &w->terms[unit->terms[j]];
+
+						t->cur = dense_part(t, slot);
+					}
+					w->sums[slot] += unit_value(w, unit);
+				}
+				if (cannot_beat(w->sums[slot] + w->prefix[i], theta))
+				{
+					w->alive[word] &= ~(UINT64CONST(1) << (slot & 63));
+					w->candidates_pruned++;
+					nalive--;
+				}
+			}
+		}
+	}
+
+	/* the chunks left, scored in the canonical order */
+	for (int word = 0; word < nwords && nalive > 0; word++)
+	{
+		uint64		bits = w->alive[word];
+
+		while (bits != 0)
+		{
+			int			slot = word * 64 + pg_rightmost_one_pos64(bits);
+			int64		d = wstart + slot;
+			double		score = 0.0;
+
+			bits &= bits - 1;
+			for (int t = 0; t < w->nterms; t++)
+				w->terms[t].cur = dense_part(&w->terms[t], slot);
+			for (int u = 0; u < w->nunits; u++)
+				if (w->units[u].present)
+					score += unit_value(w, &w->units[u]);
+			if (unlikely(!isfinite(score)))
+				ereport(ERROR,
+						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+						 errmsg("BM25 score of chunk " INT64_FORMAT " is out of range", d),
+						 errhint("Check the weights, avglen and boost.")));
+			if (score > 0.0)
+				hits_offer(w, score, d);
+		}
+	}
+	return more;
 }
 
 /*
@@ -791,6 +1036,7 @@ walk_window(Walk *w, int64 wstart, int64 *wend_io)
 	bool		found;
 	int64		d;
 	int64		wend = *wend_io;
+	bool		dense = false;
 
 	/*
 	 * The units present and their bounds; the essential ones, whose terms must
@@ -823,6 +1069,19 @@ walk_window(Walk *w, int64 wstart, int64 *wend_io)
 			}
 			while (ne < np && cannot_beat(w->prefix[ne + 1], theta))
 				ne++;
+		}
+		if (dense)
+			break;
+		if (w->pruning && wend - wstart < w->dense_span)
+		{
+			/*
+			 * Not skipped: a dense window, which its terms' sub-blocks do not
+			 * cut, spans dense_span (its bounds taken again).
+			 */
+			dense = true;
+			if (wstart <= PG_INT64_MAX - w->dense_span)
+				wend = wstart + w->dense_span - 1;
+			continue;
 		}
 		cut = essential_end(w, ne, np, wend);
 		if (cut == wend)
@@ -861,14 +1120,17 @@ walk_window(Walk *w, int64 wstart, int64 *wend_io)
 
 			if (!t->in_window)
 				continue;
-			term_fill(w, t, PG_INT64_MAX);
-			while (t->pos < t->count && t->ids[t->pos] < wstart)
-				t->pos++;
+			if (!dense)
+			{
+				term_fill(w, t, PG_INT64_MAX);
+				while (t->pos < t->count && t->ids[t->pos] < wstart)
+					t->pos++;
+			}
 			w->ess[ness++] = t;
 		}
 	}
 
-	if (w->pruning && wend - wstart < BM25_DENSE_SPAN)
+	if (dense)
 		return dense_window(w, wstart, wend, ne, ness);
 	found = essential_next(w, ness, &d);
 	while (found && d <= wend)
@@ -1365,8 +1627,13 @@ bm25_topk(PG_FUNCTION_ARGS)
 		w->alt_sums = palloc(sizeof(double) * n);
 		w->order = palloc(sizeof(int) * n);
 		w->ess = palloc(sizeof(Term *) * n);
-		w->sums = palloc(sizeof(double) * BM25_DENSE_SPAN);
-		w->seen = palloc(sizeof(uint64) * (BM25_DENSE_SPAN / 64));
+		/* each term's parts in a dense window: 2 MB at most */
+		w->dense_span = BM25_DENSE_SPAN;
+		if (n > BM25_DENSE_TERMS)
+			w->dense_span = Max(64, (BM25_DENSE_SPAN * BM25_DENSE_TERMS / n) & ~63);
+		w->sums = palloc(sizeof(double) * w->dense_span);
+		w->seen = palloc(sizeof(uint64) * (w->dense_span / 64));
+		w->alive = palloc(sizeof(uint64) * (w->dense_span / 64));
 		w->prefix = palloc(sizeof(double) * (n + 1));
 		w->hits = palloc(sizeof(Hit) * w->k);
 		walk_open(w);

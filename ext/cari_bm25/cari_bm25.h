@@ -113,8 +113,38 @@ bm25_varint_get(const uint8 **p, const uint8 *end, uint64 max, const char *what)
 static inline int64
 bm25_posting_get(const uint8 **p, const uint8 *end, int64 prev, int32 *fields)
 {
-	uint64		delta = bm25_varint_get(p, end, PG_INT64_MAX, "chunk id delta");
+	const uint8 *q = *p;
+	uint64		delta;
 
+	/*
+	 * The usual posting of a frequent lexeme: its id delta, both tfs and the
+	 * title's length one byte each, the body's length one or two bytes.  Read
+	 * at once (no byte of it can be out of range); the generic decoder took
+	 * about a third of a common-word query's walk, mostly in its branches.
+	 */
+	if (likely(end - q >= 6 && ((q[0] | q[1] | q[2] | q[3] | q[5]) & 0x80) == 0))
+	{
+		delta = q[0];
+		fields[0] = q[1];
+		fields[1] = q[2];
+		fields[2] = q[3];
+		if (q[4] & 0x80)
+		{
+			fields[3] = (q[4] & 0x7f) | ((int32) q[5] << 7);
+			*p = q + 6;
+		}
+		else
+		{
+			fields[3] = q[4];
+			*p = q + 5;
+		}
+		if (unlikely(delta < 1 || delta > (uint64) (PG_INT64_MAX - prev)))
+			bm25_corrupt("chunk ids do not ascend");
+		if (unlikely(fields[0] == 0 && fields[1] == 0))
+			bm25_corrupt("posting with no occurrence");
+		return prev + (int64) delta;
+	}
+	delta = bm25_varint_get(p, end, PG_INT64_MAX, "chunk id delta");
 	if (unlikely(delta < 1 || delta > (uint64) (PG_INT64_MAX - prev)))
 		bm25_corrupt("chunk ids do not ascend");
 	fields[0] = (int32) bm25_varint_get(p, end, BM25_MAX_TF, "tf_title");
