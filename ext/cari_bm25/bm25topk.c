@@ -765,25 +765,36 @@ dense_begin(Walk *w, Term *t, int nwords)
 	memset(t->dwritten, 0, sizeof(uint64) * nwords);
 }
 
-/*
- * Record a term's part in chunk slot of a dense window; an essential term's is
- * added to the chunk's sum too, which makes the chunk a candidate.
- */
+/* What a dense window does with a term's postings */
+typedef enum DenseRole
+{
+	DENSE_ESSENTIAL,			/* every one: its part recorded and added to the
+								 * chunk's sum, which makes the chunk a candidate */
+	DENSE_ADD,					/* in the chunks alive: recorded and added (an
+								 * ungrouped non-essential term) */
+	DENSE_RECORD,				/* in the chunks alive: recorded (a term of a
+								 * group, whose best alternative is added after) */
+} DenseRole;
+
+/* Record a term's part in chunk slot of a dense window, in its role. */
 static inline void
-dense_record(Walk *w, Term *t, int slot, double part, bool essential)
+dense_record(Walk *w, Term *t, int slot, double part, DenseRole role)
 {
 	uint64		bit = UINT64CONST(1) << (slot & 63);
 
 	t->dparts[slot] = part;
 	t->dwritten[slot >> 6] |= bit;
-	if (!essential)
-		return;
-	if (w->seen[slot >> 6] & bit)
+	if (role == DENSE_ADD)
 		w->sums[slot] += part;
-	else
+	else if (role == DENSE_ESSENTIAL)
 	{
-		w->seen[slot >> 6] |= bit;
-		w->sums[slot] = part;
+		if (w->seen[slot >> 6] & bit)
+			w->sums[slot] += part;
+		else
+		{
+			w->seen[slot >> 6] |= bit;
+			w->sums[slot] = part;
+		}
 	}
 }
 
@@ -794,7 +805,7 @@ dense_record(Walk *w, Term *t, int slot, double part, bool essential)
  * the walk moves past it.
  */
 static void
-dense_subblock(Walk *w, Term *t, int64 wstart, bool essential)
+dense_subblock(Walk *w, Term *t, int64 wstart, DenseRole role)
 {
 	const Bm25SubBlock *sub = &t->block.sub[t->sub];
 	const uint8 *p = t->block.data + sub->offset;
@@ -814,8 +825,8 @@ dense_subblock(Walk *w, Term *t, int64 wstart, bool essential)
 		if (unlikely(id > sub->last))
 			bm25_corrupt("chunk id beyond its sub-block's last id");
 		slot = (int) (id - wstart);
-		if (essential || (w->alive[slot >> 6] & (UINT64CONST(1) << (slot & 63))))
-			dense_record(w, t, slot, part_checked(w, t, id, fields, limit), essential);
+		if (role == DENSE_ESSENTIAL || (w->alive[slot >> 6] & (UINT64CONST(1) << (slot & 63))))
+			dense_record(w, t, slot, part_checked(w, t, id, fields, limit), role);
 	}
 	if (p != end || id != sub->last)
 		bm25_corrupt("sub-block ends before its bytes or its last id");
@@ -840,7 +851,7 @@ dense_part(const Term *t, int slot)
  * cursor (term_fill), which the next window reads on from.
  */
 static void
-dense_walk(Walk *w, Term *t, int64 wstart, int64 wend, bool essential)
+dense_walk(Walk *w, Term *t, int64 wstart, int64 wend, DenseRole role)
 {
 	while (!t->exhausted)
 	{
@@ -851,9 +862,10 @@ dense_walk(Walk *w, Term *t, int64 wstart, int64 wend, bool essential)
 
 		if (sub->floor >= wend)
 			break;
-		wanted = essential || alive_any(w->alive, (int) (lo - wstart), (int) (hi - wstart));
+		wanted = role == DENSE_ESSENTIAL ||
+			alive_any(w->alive, (int) (lo - wstart), (int) (hi - wstart));
 		if (wanted && !t->decoded && sub->floor >= wstart - 1 && sub->last <= wend)
-			dense_subblock(w, t, wstart, essential);
+			dense_subblock(w, t, wstart, role);
 		else if (wanted)
 		{
 			int			i;
@@ -865,8 +877,9 @@ dense_walk(Walk *w, Term *t, int64 wstart, int64 wend, bool essential)
 			{
 				int			slot = (int) (t->ids[i] - wstart);
 
-				if (essential || (w->alive[slot >> 6] & (UINT64CONST(1) << (slot & 63))))
-					dense_record(w, t, slot, term_part(w, t, i), essential);
+				if (role == DENSE_ESSENTIAL ||
+					(w->alive[slot >> 6] & (UINT64CONST(1) << (slot & 63))))
+					dense_record(w, t, slot, term_part(w, t, i), role);
 			}
 			t->pos = i;
 		}
@@ -910,7 +923,7 @@ dense_window(Walk *w, int64 wstart, int64 wend, int ne, int ness)
 	for (int e = 0; e < ness; e++)
 	{
 		dense_begin(w, w->ess[e], nwords);
-		dense_walk(w, w->ess[e], wstart, wend, true);
+		dense_walk(w, w->ess[e], wstart, wend, DENSE_ESSENTIAL);
 	}
 
 	/* the candidates, filtered, and pruned with every other unit at its bound */
@@ -958,7 +971,7 @@ dense_window(Walk *w, int64 wstart, int64 wend, int ne, int ness)
 			if (!t->in_window)
 				continue;
 			dense_begin(w, t, nwords);
-			dense_walk(w, t, wstart, wend, false);
+			dense_walk(w, t, wstart, wend, unit->nalts == 0 ? DENSE_ADD : DENSE_RECORD);
 		}
 		for (int word = 0; word < nwords; word++)
 		{
@@ -969,9 +982,7 @@ dense_window(Walk *w, int64 wstart, int64 wend, int ne, int ness)
 				int			slot = word * 64 + pg_rightmost_one_pos64(bits);
 
 				bits &= bits - 1;
-				if (unit->nalts == 0)
-					w->sums[slot] += dense_part(&w->terms[unit->terms[0]], slot);
-				else
+				if (unit->nalts > 0)
 				{
 					for (int j = 0; j < unit->nterms; j++)
 					{
