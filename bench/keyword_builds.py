@@ -2,7 +2,7 @@
 
     python -m bench.keyword_builds --base REV [--database cari_bench_load] [--questions search]
                                    [--queries 200] [--candidates 100] [--rounds 3]
-                                   [--language english] [--chunks 100000] [--seed 1]
+                                   [--language english] [--chunks 100000] [--seed 1] [--peer]
 
 A change to `cari_bm25`'s walk is measured against its base in one run, on one corpus, with the
 same questions alternated between the two builds, so the machine's drift falls on both.
@@ -25,6 +25,9 @@ same questions alternated between the two builds, so the machine's drift falls o
   the client around executing and fetching; every answer of one build is compared with the
   other's (the same rows, scores included: a change to the walk must not change a double).
   Then one untimed pass per build at DEBUG1, whose notices give the walk's counters.
+- **peer** (`--peer`, zipf questions): the bm25s peer of `bench.keyword --peer`
+  (`bench/keyword_peer.py`) on the same questions, in this process after the builds, against
+  the working tree's last round: its times and its top 10, compared with the peer's.
 
 Prints, per kind of question and build, p50/p95/p99/mean, the working tree's over the base's,
 the walk's counters summed over the questions, and the calls whose answers differed.
@@ -63,6 +66,7 @@ COUNTERS = re.compile(
 COUNTER_NAMES = ("rows", "windows", "skipped", "sub-blocks decoded", "candidates", "pruned")
 
 Conn = psycopg.Connection[Any]
+Top = list[tuple[int, float]]
 
 
 def build(root: Path, base: str | None) -> Path:
@@ -102,13 +106,25 @@ def collection(conn: Conn) -> int:
 
 
 async def zipf_questions(
-    dsn: str, collection_id: int, language: str, chunks: int, count: int, seed: int
+    dsn: str, corpus: keyword.Corpus, collection_id: int, language: str, count: int, seed: int
 ) -> dict[str, list[str]]:
-    """bench.keyword's typical and common-word queries for its zipf corpus of `chunks`."""
-    corpus = keyword.build_corpus("zipf", chunks, count, seed)
+    """bench.keyword's typical and common-word queries for its zipf `corpus`."""
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         worst = await keyword.worst_queries(conn, corpus, collection_id, language, count, seed)
     return {"typical": corpus.typical[:count], "common-word": worst}
+
+
+async def peer_lines(
+    dsn: str,
+    corpus: keyword.Corpus,
+    language: str,
+    cari: dict[str, tuple[list[str], list[Top], list[float]]],
+) -> list[str]:
+    """The bm25s peer on each kind's questions against the working tree's times and tops."""
+    from bench import keyword_peer
+
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        return await keyword_peer.compare(conn, corpus, language, cari)
 
 
 def measure(
@@ -117,12 +133,15 @@ def measure(
     questions: Sequence[str],
     rounds: int,
     rng: random.Random,
-) -> tuple[dict[str, list[float]], int]:
-    """Each build's milliseconds per call, and how many questions' answers differed."""
+) -> tuple[dict[str, list[float]], int, dict[str, list[Top]]]:
+    """Each build's milliseconds per call, how many questions' answers differed, and each
+    build's top 10 per question (its last round's)."""
     statement = bm25.keyword_statement("cari_bm25")
     times: dict[str, list[float]] = {name: [] for name in sessions}
+    tops: dict[str, list[Top]] = {}
     differing = 0
     for _ in range(rounds):
+        tops = {name: [] for name in sessions}
         for question in questions:
             order = list(sessions)
             rng.shuffle(order)
@@ -134,7 +153,9 @@ def measure(
                 times[name].append(harness.since_ms(started))
             first = answers[order[0]]
             differing += any(answer != first for answer in answers.values())
-    return times, differing
+            for name, answer in answers.items():
+                tops[name].append([(int(r[0]), float(r[1])) for r in answer[: keyword.TOP]])
+    return times, differing, tops
 
 
 def counters(conn: Conn, params: dict[str, Any], questions: Sequence[str]) -> list[int]:
@@ -195,13 +216,13 @@ def run(args: Any) -> None:
         libs = {f"base {args.base}": build(root, args.base), "working tree": build(root, None)}
         sessions = {name: session(dsn, lib) for name, lib in libs.items()}
         collection_id = collection(next(iter(sessions.values())))
+        corpus = None
         if args.questions == "search":
             kinds = {"bench.search": synthetic.load_queries(args.queries)}
         else:
+            corpus = keyword.build_corpus("zipf", args.chunks, args.queries, args.seed)
             kinds = asyncio.run(
-                zipf_questions(
-                    dsn, collection_id, args.language, args.chunks, args.queries, args.seed
-                )
+                zipf_questions(dsn, corpus, collection_id, args.language, args.queries, args.seed)
             )
         params = {"collection_id": collection_id, "candidates": args.candidates}
         print(
@@ -210,11 +231,15 @@ def run(args: Any) -> None:
             flush=True,
         )
         rng = random.Random(args.seed)
+        cari: dict[str, tuple[list[str], list[Top], list[float]]] = {}
         for kind, questions in kinds.items():
-            times, differing = measure(sessions, params, questions, args.rounds, rng)
+            times, differing, tops = measure(sessions, params, questions, args.rounds, rng)
             walks = {name: counters(conn, params, questions) for name, conn in sessions.items()}
             print("\n".join(report(f"{kind}, {len(questions)} questions", times, walks, differing)))
-        print(f"load average {harness.load_average()}")
+            cari[kind] = (questions, tops["working tree"], times["working tree"][-len(questions) :])
+        print(f"load average {harness.load_average()}", flush=True)
+        if args.peer and corpus is not None:
+            print("\n".join(asyncio.run(peer_lines(dsn, corpus, args.language, cari))))
         for conn in sessions.values():
             conn.close()
     finally:
@@ -232,7 +257,11 @@ def main() -> None:
     parser.add_argument("--language", choices=keyword.LANGUAGES, default="english")
     parser.add_argument("--chunks", type=int, default=100_000, help="zipf: the corpus's size")
     parser.add_argument("--seed", type=int, default=1)
-    run(parser.parse_args())
+    parser.add_argument("--peer", action="store_true", help="zipf: the bm25s peer, same questions")
+    args = parser.parse_args()
+    if args.peer and args.questions != "zipf":
+        parser.error("--peer needs --questions zipf")
+    run(args)
 
 
 if __name__ == "__main__":

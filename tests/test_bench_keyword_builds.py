@@ -68,16 +68,17 @@ def test_each_session_runs_its_own_build_and_both_answer_alike(dsn: str) -> None
         sessions = {name: keyword_builds.session(dsn, lib) for name, lib in libs.items()}
         collection_id = keyword_builds.collection(sessions["base"])
         kinds = asyncio.run(
-            keyword_builds.zipf_questions(dsn, collection_id, "english", CHUNKS, QUERIES, 1)
+            keyword_builds.zipf_questions(dsn, corpus, collection_id, "english", QUERIES, 1)
         )
         assert set(kinds) == {"typical", "common-word"}
         params = {"collection_id": collection_id, "candidates": 10}
         for kind, questions in kinds.items():
             assert len(questions) == QUERIES
-            times, differing = keyword_builds.measure(
+            times, differing, tops = keyword_builds.measure(
                 sessions, params, questions, 2, random.Random(1)
             )
             assert differing == 0
+            assert tops["base"] == tops["tree"] and len(tops["tree"]) == QUERIES
             assert {name: len(t) for name, t in times.items()} == {"base": 16, "tree": 16}
             walks = {
                 name: keyword_builds.counters(conn, params, questions)
