@@ -104,7 +104,7 @@
 #define BM25_MAX_K			100000
 #define BOUND_SLACK			1e-9
 #define BOUND_SLACK_ABS		1e-300
-/* a window of at most this many chunk ids is walked term at a time (32 kB of sums) */
+/* a window this long or shorter is walked term at a time, made this long (32 kB of sums) */
 #define BM25_DENSE_SPAN		4096
 /* beyond this many terms the span shrinks, so the terms' parts there stay at 2 MB */
 #define BM25_DENSE_TERMS	64
