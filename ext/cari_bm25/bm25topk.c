@@ -401,6 +401,31 @@ term_seek(Walk *w, Term *t, int64 target)
 }
 
 /*
+ * Read the posting at *p of a sub-block after chunk `prev`, checked to lie in
+ * the sub-block's range.
+ */
+static inline int64
+subblock_posting_get(const Bm25SubBlock *sub, const uint8 **p, const uint8 *end,
+					 int64 prev, int32 *fields)
+{
+	int64		id = bm25_posting_get(p, end, prev, fields);
+
+	if (unlikely(id <= sub->floor))
+		bm25_corrupt("block overlaps the previous block");
+	if (unlikely(id > sub->last))
+		bm25_corrupt("chunk id beyond its sub-block's last id");
+	return id;
+}
+
+/* Check that a sub-block whose last posting was read ended with it. */
+static inline void
+subblock_check_end(const Bm25SubBlock *sub, const uint8 *p, const uint8 *end, int64 id)
+{
+	if (p != end || id != sub->last)
+		bm25_corrupt("sub-block ends before its bytes or its last id");
+}
+
+/*
  * Decode postings of the term's current sub-block until one at or after d, or
  * all of them (d = PG_INT64_MAX), are decoded.  Every posting is validated as
  * read; the sub-block's end (its bytes all used, its last id the directory's)
@@ -428,17 +453,13 @@ term_fill(Walk *w, Term *t, int64 d)
 		return;
 	do
 	{
-		id = bm25_posting_get(&t->next, t->end, id, t->fields[t->count]);
-		if (unlikely(id <= sub->floor))
-			bm25_corrupt("block overlaps the previous block");
-		if (unlikely(id > sub->last))
-			bm25_corrupt("chunk id beyond its sub-block's last id");
+		id = subblock_posting_get(sub, &t->next, t->end, id, t->fields[t->count]);
 		t->ids[t->count] = id;
 		t->parts[t->count] = NAN;
 		t->count++;
 	} while ((id < d || d == PG_INT64_MAX) && t->count < t->total);
-	if (t->count == t->total && (t->next != t->end || id != sub->last))
-		bm25_corrupt("sub-block ends before its bytes or its last id");
+	if (t->count == t->total)
+		subblock_check_end(sub, t->next, t->end, id);
 }
 
 /*
@@ -682,6 +703,27 @@ essential_end(Walk *w, int ne, int np, int64 wend)
 }
 
 /*
+ * Score chunk d from its terms' parts there (their cur), summed in the
+ * canonical order (units in their own order), and offer it.
+ */
+static void
+chunk_offer(Walk *w, int64 d)
+{
+	double		score = 0.0;
+
+	for (int u = 0; u < w->nunits; u++)
+		if (w->units[u].present)
+			score += unit_value(w, &w->units[u]);
+	if (unlikely(!isfinite(score)))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("BM25 score of chunk " INT64_FORMAT " is out of range", d),
+				 errhint("Check the weights, avglen and boost.")));
+	if (score > 0.0)
+		hits_offer(w, score, d);
+}
+
+/*
  * Finish candidate d, whose essential terms' parts sum to s: probe the others,
  * largest bound first, while d can still enter the top k; if it may, score it
  * in the canonical order (units in their own order) and offer it.  The
@@ -692,7 +734,6 @@ static void
 candidate_finish(Walk *w, int64 d, double s, int ne, int ness, bool ess_set)
 {
 	double		theta = walk_theta(w);
-	double		score = 0.0;
 
 	for (int i = ne - 1; i >= 0; i--)
 	{
@@ -722,16 +763,7 @@ candidate_finish(Walk *w, int64 d, double s, int ne, int ness, bool ess_set)
 			t->cur = t->pos < t->count && t->ids[t->pos] == d ? term_part(w, t, t->pos) : 0.0;
 		}
 	}
-	for (int u = 0; u < w->nunits; u++)
-		if (w->units[u].present)
-			score += unit_value(w, &w->units[u]);
-	if (unlikely(!isfinite(score)))
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("BM25 score of chunk " INT64_FORMAT " is out of range", d),
-				 errhint("Check the weights, avglen and boost.")));
-	if (score > 0.0)
-		hits_offer(w, score, d);
+	chunk_offer(w, d);
 }
 
 /* Whether any chunk of slots [lo, hi] of a dense window is still a candidate. */
@@ -819,17 +851,12 @@ dense_subblock(Walk *w, Term *t, int64 wstart, DenseRole role)
 	{
 		int			slot;
 
-		id = bm25_posting_get(&p, end, id, fields);
-		if (unlikely(id <= sub->floor))
-			bm25_corrupt("block overlaps the previous block");
-		if (unlikely(id > sub->last))
-			bm25_corrupt("chunk id beyond its sub-block's last id");
+		id = subblock_posting_get(sub, &p, end, id, fields);
 		slot = (int) (id - wstart);
 		if (role == DENSE_ESSENTIAL || (w->alive[slot >> 6] & (UINT64CONST(1) << (slot & 63))))
 			dense_record(w, t, slot, part_checked(w, t, id, fields, limit), role);
 	}
-	if (p != end || id != sub->last)
-		bm25_corrupt("sub-block ends before its bytes or its last id");
+	subblock_check_end(sub, p, end, id);
 }
 
 /* The term's recorded part in chunk slot of the dense window (0 when absent). */
@@ -1010,22 +1037,11 @@ dense_window(Walk *w, int64 wstart, int64 wend, int ne, int ness)
 		while (bits != 0)
 		{
 			int			slot = word * 64 + pg_rightmost_one_pos64(bits);
-			int64		d = wstart + slot;
-			double		score = 0.0;
 
 			bits &= bits - 1;
 			for (int t = 0; t < w->nterms; t++)
 				w->terms[t].cur = dense_part(&w->terms[t], slot);
-			for (int u = 0; u < w->nunits; u++)
-				if (w->units[u].present)
-					score += unit_value(w, &w->units[u]);
-			if (unlikely(!isfinite(score)))
-				ereport(ERROR,
-						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-						 errmsg("BM25 score of chunk " INT64_FORMAT " is out of range", d),
-						 errhint("Check the weights, avglen and boost.")));
-			if (score > 0.0)
-				hits_offer(w, score, d);
+			chunk_offer(w, wstart + slot);
 		}
 	}
 	return more;
