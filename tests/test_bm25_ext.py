@@ -19,7 +19,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -374,9 +374,21 @@ def test_unpack_refuses_corrupt_payloads(conn: Conn, conninfo: str, started_at: 
     _assert_alive(conninfo, started_at)
 
 
-def test_topk_refuses_corrupt_blocks(conn: Conn, conninfo: str, started_at: object) -> None:
+def _dense_postings(rng: random.Random, count: int) -> list[Posting]:
+    """Every chunk id in turn, one-byte fields and a two-byte body length: the postings of a
+    frequent lexeme, which the walker reads at once and scores in dense windows."""
+    return [
+        (c, rng.randrange(2), 1 + rng.randrange(3), rng.randrange(20), 150 + rng.randrange(250))
+        for c in range(1, count + 1)
+    ]
+
+
+@pytest.mark.parametrize("shape", [_sample_postings, _dense_postings], ids=["sparse", "dense"])
+def test_topk_refuses_corrupt_blocks(
+    conn: Conn, conninfo: str, started_at: object, shape: Callable[..., list[Posting]]
+) -> None:
     rng = random.Random(39)
-    postings = _sample_postings(rng, 1200)
+    postings = shape(rng, 1200)
     store(conn, 900, "other", postings[::3])
     assert store(conn, 900, "z", postings) >= 3
     last, data = conn.execute(
