@@ -78,6 +78,9 @@ class CachingEmbedder:
     async def embed_query(self, text: str) -> Vector:
         return (await self._embed("query", [text]))[0]
 
+    async def embed_queries(self, texts: Sequence[str]) -> list[Vector]:
+        return await self._embed("query", texts)
+
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
 

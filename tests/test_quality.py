@@ -126,6 +126,9 @@ class CountingEmbedder:
         self.query_calls.append(text)
         return self.vector("query", text)
 
+    async def embed_queries(self, texts: Sequence[str]) -> list[Vector]:
+        return [await self.embed_query(text) for text in texts]
+
     def count_tokens(self, text: str) -> int:
         return len(text.split())
 

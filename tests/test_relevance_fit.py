@@ -262,25 +262,27 @@ def test_shipped_off_topic_vectors_are_only_used_for_their_model_and_questions(
 
 
 @pytest.mark.anyio
-async def test_probes_of_a_remote_embedder_in_order_and_its_failure_as_one_error(
+async def test_probes_of_a_remote_embedder_in_batches_and_its_failure_as_one_error(
     fake: FakeOpenAI,
 ) -> None:
-    """A remote embedder gets several probes at once: the vectors still come back in order,
-    the bundled questions' once per process, and a failure is the embedder's own error."""
+    """A remote embedder gets the probes in batches, one round trip each: the vectors still
+    come back in order, the bundled questions' once per process, and a failure is the
+    embedder's own error."""
     from tests.test_embed import client
 
     texts = [f"question {i}" for i in range(10)]
-    async with client(fake, embedding_max_retries=0) as embedder:
-        vectors = await fit.embed_queries(embedder, texts)
+    async with client(fake, embedding_max_retries=0, embedding_batch_size=4) as embedder:
+        vectors = await embedder.embed_queries(texts)
         assert [v.tolist() for v in vectors] == [
             vector_for(t, embedder.dimension).tolist() for t in texts
         ]
+        assert len(fake.requests) == 3  # 4 + 4 + 2
         first = await fit.off_topic_vectors(embedder)
         asked = len(fake.requests)
         assert await fit.off_topic_vectors(embedder) is first and len(fake.requests) == asked
         fake.fail(400, "no", times=None)
         with pytest.raises(EmbedderUnavailable):
-            await fit.embed_queries(embedder, texts)
+            await embedder.embed_queries(texts)
 
 
 @pytest.mark.anyio
@@ -290,7 +292,7 @@ async def test_the_local_model_embeds_many_queries_as_it_embeds_one() -> None:
 
     embedder = LocalEmbedder()
     texts = [f"{word} brake pads wear" for word in CAR[0].split()][: QUERY_BATCH + 3]
-    batched = await fit.embed_queries(embedder, texts)
+    batched = await embedder.embed_queries(texts)
     single = [await embedder.embed_query(text) for text in texts]
     assert len(batched) == len(texts)
     # The same vectors up to the CPU's float rounding.

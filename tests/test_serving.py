@@ -152,6 +152,9 @@ class Scripted:
     async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
         return [vector_for(text, self.dimension) for text in texts]
 
+    async def embed_queries(self, texts: Sequence[str]) -> list[Vector]:
+        return [await self.embed_query(text) for text in texts]
+
     def count_tokens(self, text: str) -> int:
         return len(text.split())
 

@@ -54,6 +54,11 @@ class Embedder(Protocol):
         """The vector of a search query (e5 models embed queries differently from passages)."""
         ...
 
+    async def embed_queries(self, texts: Sequence[str]) -> list[Vector]:
+        """Query vectors of many texts, in order, for background work (the relevance fit,
+        cari.search.fit): batched, and queued behind any search's query."""
+        ...
+
     def count_tokens(self, text: str) -> int:
         """Tokens the model sees for `text` as a passage; the chunker sizes chunks with it."""
         ...
@@ -453,6 +458,11 @@ class OpenAIEmbedder:
     async def embed_query(self, text: str) -> Vector:
         async with self._slots:
             return (await self._embed([text]))[0]
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[Vector]:
+        # The endpoint embeds a query as it embeds a passage; as background work the texts go
+        # in document batches, through the gate that keeps a search's query ahead of them.
+        return await self.embed_documents(texts)
 
     def count_tokens(self, text: str) -> int:
         """A conservative estimate: ceil(UTF-8 bytes / 3).

@@ -27,7 +27,8 @@ embedded once per process and kept. Embedding them was two thirds of a fit's tim
 a small `cari ingest` wait longer for its fit than for its load (docs/benchmarks.md, "The
 fit's time"). The local model embeds the pseudo-questions in a few batched computations (one
 computation each cost 10x more with OpenMP's threads on a busy machine); a remote embedder
-gets `CONCURRENCY` of them at once, overlapping its round trips. A fit runs at
+gets them in document batches (one round trip each was most of a fit after a 10k-chunk load
+with a fast embedder: 148 of them, ~1.5 s). A fit runs at
 the end of `cari ingest`, in the server's background upkeep when the collection's chunk count
 has changed by `REFIT_FACTOR` since the last one, and on demand (`cari refit`); never on a
 search.
@@ -54,7 +55,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from cari.db.queries import query
 from cari.db.vector_space import space
-from cari.embed import Embedder, Embedders, LocalEmbedder, Vector
+from cari.embed import Embedder, Embedders, Vector
 from cari.errors import EmbedderUnavailable, NotFound
 from cari.search.relevance import Scale
 from cari.settings import Settings
@@ -67,7 +68,6 @@ PSEUDO_WORDS = 6  # rarest words of a chunk making one
 MIN_CHUNKS = 5  # fewer embedded chunks: no fit, the configured scale
 AT = 0.25  # the relevance the cut is placed at: the default threshold
 REFIT_FACTOR = 2.0  # chunk count grown or shrunk by this since the fit: fit again
-CONCURRENCY = 4  # probes a remote embedder embeds at once
 
 # The local model's vectors of the bundled questions, shipped with the package so that no fit
 # spends ~100 embeddings on them. Made, and checked against the model, by
@@ -122,36 +122,9 @@ async def off_topic_vectors(embedder: Embedder) -> list[Vector]:
     if (known := _off_topic_vectors.get(key)) is None:
         known = shipped_off_topic(embedder.model_name)
         if known is None or len(known[0]) != embedder.dimension:
-            known = await embed_queries(embedder, off_topic_questions())
+            known = await embedder.embed_queries(off_topic_questions())
         _off_topic_vectors[key] = known
     return known
-
-
-async def embed_queries(embedder: Embedder, texts: Sequence[str]) -> list[Vector]:
-    """Each text's query vector, in order: the local model's in batches, a remote embedder's
-    `CONCURRENCY` at a time."""
-    if isinstance(embedder, LocalEmbedder):  # a few computations of many questions each
-        return await embedder.embed_queries(texts)
-    vectors: list[Vector] = [np.empty(0, np.float32)] * len(texts)
-    limit = anyio.Semaphore(CONCURRENCY)
-    failure: Exception | None = None
-
-    async def one(i: int, text: str) -> None:
-        nonlocal failure
-        try:
-            async with limit:
-                vectors[i] = await embedder.embed_query(text)
-        except Exception as exc:  # the first failure is the fit's, as it was one at a time
-            if failure is None:
-                failure = exc
-            group.cancel_scope.cancel()
-
-    async with anyio.create_task_group() as group:
-        for i, text in enumerate(texts):
-            group.start_soon(one, i, text)
-    if failure is not None:
-        raise failure
-    return vectors
 
 
 _WORD = re.compile(r"[^\W\d_]{4,}")
@@ -218,7 +191,7 @@ async def probe(
         row = await cur.fetchone()
         return float(row[1]) if row is not None else -1.0
 
-    own = await embed_queries(embedder, pseudo_questions(texts))
+    own = await embedder.embed_queries(pseudo_questions(texts))
     other = await off_topic_vectors(embedder)
     return Probes(
         on_topic=[await best(vector) for vector in own],
