@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from litestar.testing import TestClient
 
+from cari.db.queries import query
 from cari.errors import EmbedderUnavailable
 from cari.runtime import open_runtime
 from cari.schema.search import SearchRequest
@@ -93,6 +94,14 @@ def test_the_fit_separates_own_questions_from_other_subjects(dsn: str) -> None:
                 row = await cur.fetchone()
                 assert row is not None
                 found = await fit.probe(conn, int(row[0]), rt.embedder, rt.settings)
+                # The sample is the same each time: a fit again without a change keeps its
+                # scale (a random draw of 3 of the collection's chunks differs nearly always).
+                draw = {"collection_id": row[0], "dimension": rt.embedder.dimension, "sample": 3}
+                drawn = [
+                    await (await conn.execute(query("relevance_fit_sample"), draw)).fetchall()
+                    for _ in range(4)
+                ]
+                assert len(drawn[0]) == 3 and all(d == drawn[0] for d in drawn)
             for _ in range(7):  # past psycopg's five runs before it prepares a statement
                 await rt.searcher.search("car", SearchRequest(query=OWN, mode="vector"))
             # Neither the probes nor the searches ran a prepared nearest-neighbour statement on
