@@ -1,5 +1,7 @@
--- The planner's statistics of the chunks table, gathered at the end of a bulk load: until
--- then a collection loaded since the last ANALYZE is estimated from the others' rows (or from
--- none), a few dozen chunks, and its vector searches scan every chunk instead of the HNSW
--- index until autovacuum gets to the table (cari.ingest.bulk).
-ANALYZE chunks;
+-- The planner's statistics of the chunks table, gathered before a large collection is fitted
+-- (cari.search.fit: a fit comes when a collection is new or has doubled or halved). Until then
+-- a collection loaded since the last ANALYZE is estimated from the others' rows, a few dozen
+-- chunks, and every vector search of it (the fit's probes too) reads all its chunks instead of
+-- the HNSW index; autovacuum analyses only after a tenth of the table has changed. SKIP_LOCKED:
+-- an index build or a vacuum holding the table is not waited for; the next fit analyses.
+ANALYZE (SKIP_LOCKED) chunks;

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psycopg
 import pytest
 from litestar.testing import TestClient
 
@@ -132,6 +133,42 @@ def test_the_fit_separates_own_questions_from_other_subjects(dsn: str) -> None:
         }
         assert own["results"][0]["document_id"] == "car-5"  # the brake pads
         assert explained(client, "car", OTHER)["results"] == []
+
+
+def analyses(dsn: str, at_least: int = 0) -> int:
+    """How many times an ANALYZE statement (not autovacuum) has analysed the chunks table,
+    waiting up to 30 s for it to reach `at_least`: a backend reports its counts after a while."""
+    deadline = time.monotonic() + 30
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while True:
+            row = conn.execute(
+                "SELECT analyze_count FROM pg_stat_user_tables WHERE relid = 'chunks'::regclass"
+            ).fetchone()
+            assert row is not None
+            if row[0] >= at_least or time.monotonic() > deadline:
+                return int(row[0])
+            time.sleep(0.1)
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+
+
+def test_a_large_collection_is_fitted_on_fresh_statistics(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From `ANALYZE_FROM` chunks a fit analyses the table first: a collection loaded since
+    the last ANALYZE would be planned as a few rows, its searches (the probes') a scan of all
+    its chunks."""
+    with app_client(dsn) as client:
+        client.post("/v1/collections", json={"name": "car", "language": "english"})
+        client.post("/v1/collections/car/documents", json={"documents": documents(CAR, "car")})
+    before = analyses(dsn)
+    monkeypatch.setattr(fit, "ANALYZE_FROM", len(CAR))
+
+    async def refit() -> None:
+        async with open_runtime(settings_for(dsn, reembed_interval_s=0)) as rt:
+            assert await fit.fit(rt.pool, "car", rt.embedders, rt.settings) is not None
+
+    asyncio.run(refit())
+    assert analyses(dsn, before + 1) == before + 1
 
 
 def test_the_fitted_scale_is_the_configured_one_moved_within_bounds() -> None:

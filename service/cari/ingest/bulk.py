@@ -66,8 +66,7 @@ async def ingest_sources(
 
     With `defer_index` the HNSW index of the collection's width is dropped for the load and
     rebuilt once at the end (also when the load fails; a killed load's index is rebuilt by the
-    next `cari` start) — but only when no other collection stores vectors of that width — and
-    the chunks table is analysed, so that the searches right after it plan on its rows.
+    next `cari` start) — but only when no other collection stores vectors of that width.
 
     Why, and not per-collection indexes or a chunks table partitioned by collection: the
     index is per width, so its drop would leave every other collection of the width searching
@@ -108,22 +107,17 @@ async def ingest_sources(
                     "other collections store %d-dimension vectors: the load keeps their index",
                     width.dimension,
                 )
-                tally = await _ingest(
+                return await _ingest(
                     ingestor, collection, sources, batch_size, workers, on_progress
                 )
-            else:
-                await lock.execute(vector_index_drop_concurrently(width))
-                try:
-                    tally = await _ingest(
-                        ingestor, collection, sources, batch_size, workers, on_progress
-                    )
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await _rebuild(lock, width, settings)
-            # Measured after a 10k-chunk load into a new database: the relevance fit's 148
-            # probes took 11 ms each by a scan of every chunk, ~1 ms with the statistics.
-            await lock.execute(query("chunks_analyze"))
-            return tally
+            await lock.execute(vector_index_drop_concurrently(width))
+            try:
+                return await _ingest(
+                    ingestor, collection, sources, batch_size, workers, on_progress
+                )
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await _rebuild(lock, width, settings)
         finally:
             with anyio.CancelScope(shield=True):
                 await lock.execute(query("vector_index_unlock"))
