@@ -19,19 +19,19 @@ lower quartile of the on-topic ones, and the scale is shifted (its width kept) s
 were chosen by `bench.threshold` on the tuning sets (docs/benchmarks.md, "Relevance threshold
 fitted to each collection").
 
-Bounded time: at most `SAMPLE` chunks are read and `PSEUDO` + the bundled questions (about
-200 queries) are searched once each, whatever the collection's size. Only the pseudo-questions
-are embedded on each fit: the bundled questions' vectors for the local model ship with the
-package (`off_topic_vectors.npz`, like the router's examples), and another embedder's are
-embedded once per process and kept. Embedding them was two thirds of a fit's time, which made
-a small `cari ingest` wait longer for its fit than for its load (docs/benchmarks.md, "The
-fit's time"). The local model embeds the pseudo-questions in a few batched computations (one
-computation each cost 10x more with OpenMP's threads on a busy machine); a remote embedder
-gets them in document batches (one round trip each was most of a fit after a 10k-chunk load
-with a fast embedder: 148 of them, ~1.5 s). A fit runs at
-the end of `cari ingest`, in the server's background upkeep when the collection's chunk count
-has changed by `REFIT_FACTOR` since the last one, and on demand (`cari refit`); never on a
-search.
+Bounded time: at most `SAMPLE` chunks are read and `PSEUDO` + the bundled questions (about 200
+queries) are searched once each, whatever the collection's size (from `ANALYZE_FROM` chunks,
+after an ANALYZE of the chunks table, which reads a sample of fixed size too). Only the
+pseudo-questions are embedded on each fit: the bundled questions' vectors for the local model
+ship with the package (`off_topic_vectors.npz`, like the router's examples), and another
+embedder's are embedded once per process and kept. Embedding them was two thirds of a fit's
+time, which made a small `cari ingest` wait longer for its fit than for its load
+(docs/benchmarks.md, "The fit's time"). The local model embeds the pseudo-questions in a few
+batched computations (one computation each cost 10x more with OpenMP's threads on a busy
+machine); a remote embedder gets them in document batches (one round trip each was most of a
+fit after a 10k-chunk load with a fast embedder: 148 of them, ~1.5 s). A fit runs at the end of
+`cari ingest`, in the server's background upkeep when the collection's chunk count has changed
+by `REFIT_FACTOR` since the last one, and on demand (`cari refit`); never on a search.
 """
 
 from __future__ import annotations
