@@ -808,6 +808,13 @@ typedef enum DenseRole
 								 * group, whose best alternative is added after) */
 } DenseRole;
 
+/* Whether a term in this role records its posting in chunk slot of a dense window. */
+static inline bool
+dense_wanted(const Walk *w, int slot, DenseRole role)
+{
+	return role == DENSE_ESSENTIAL || (w->alive[slot >> 6] & (UINT64CONST(1) << (slot & 63)));
+}
+
 /* Record a term's part in chunk slot of a dense window, in its role. */
 static inline void
 dense_record(Walk *w, Term *t, int slot, double part, DenseRole role)
@@ -853,7 +860,7 @@ dense_subblock(Walk *w, Term *t, int64 wstart, DenseRole role)
 
 		id = subblock_posting_get(sub, &p, end, id, fields);
 		slot = (int) (id - wstart);
-		if (role == DENSE_ESSENTIAL || (w->alive[slot >> 6] & (UINT64CONST(1) << (slot & 63))))
+		if (dense_wanted(w, slot, role))
 			dense_record(w, t, slot, part_checked(w, t, id, fields, limit), role);
 	}
 	subblock_check_end(sub, p, end, id);
@@ -904,8 +911,7 @@ dense_walk(Walk *w, Term *t, int64 wstart, int64 wend, DenseRole role)
 			{
 				int			slot = (int) (t->ids[i] - wstart);
 
-				if (role == DENSE_ESSENTIAL ||
-					(w->alive[slot >> 6] & (UINT64CONST(1) << (slot & 63))))
+				if (dense_wanted(w, slot, role))
 					dense_record(w, t, slot, term_part(w, t, i), role);
 			}
 			t->pos = i;

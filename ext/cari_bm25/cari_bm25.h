@@ -138,21 +138,19 @@ bm25_posting_get(const uint8 **p, const uint8 *end, int64 prev, int32 *fields)
 			fields[3] = q[4];
 			*p = q + 5;
 		}
-		if (unlikely(delta < 1 || delta > (uint64) (PG_INT64_MAX - prev)))
-			bm25_corrupt("chunk ids do not ascend");
-		if (unlikely(fields[0] == 0 && fields[1] == 0))
-			bm25_corrupt("posting with no occurrence");
-		return prev + (int64) delta;
 	}
-	delta = bm25_varint_get(p, end, PG_INT64_MAX, "chunk id delta");
+	else
+	{
+		delta = bm25_varint_get(p, end, PG_INT64_MAX, "chunk id delta");
+		fields[0] = (int32) bm25_varint_get(p, end, BM25_MAX_TF, "tf_title");
+		fields[1] = (int32) bm25_varint_get(p, end, BM25_MAX_TF, "tf_body");
+		fields[2] = (int32) bm25_varint_get(p, end, BM25_MAX_LEN, "len_title");
+		fields[3] = (int32) bm25_varint_get(p, end, BM25_MAX_LEN, "len_body");
+	}
 	if (unlikely(delta < 1 || delta > (uint64) (PG_INT64_MAX - prev)))
 		bm25_corrupt("chunk ids do not ascend");
-	fields[0] = (int32) bm25_varint_get(p, end, BM25_MAX_TF, "tf_title");
-	fields[1] = (int32) bm25_varint_get(p, end, BM25_MAX_TF, "tf_body");
 	if (unlikely(fields[0] == 0 && fields[1] == 0))
 		bm25_corrupt("posting with no occurrence");
-	fields[2] = (int32) bm25_varint_get(p, end, BM25_MAX_LEN, "len_title");
-	fields[3] = (int32) bm25_varint_get(p, end, BM25_MAX_LEN, "len_body");
 	return prev + (int64) delta;
 }
 
