@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from cari.search.relevance import Evidence, Scale, band, keep
+from cari.search.relevance import Evidence, Scale, band, evidence, keep
 from tests.conftest import app_client
 from tests.fake_openai import FakeOpenAI
 
@@ -198,6 +198,36 @@ def test_a_collection_may_set_a_search_threshold(dsn: str, fake: FakeOpenAI) -> 
         assert cleared.json()["search_threshold"] is None
         bad = client.patch("/v1/collections/c", json={"search_threshold": 1.5})
         assert bad.status_code == 422
+
+
+def test_only_what_a_search_returns_is_weighed(
+    dsn: str, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a threshold a search returns its top k whatever their relevance, so only they
+    are weighed; a threshold may drop weighed chunks for the next ones, so twice as many are
+    (at least 10)."""
+    weighed: list[int] = []
+
+    async def counted(conn: Any, collection_id: int, text: str, vector: Any, ids: Any) -> Any:
+        weighed.append(len(ids))
+        return await evidence(conn, collection_id, text, vector, ids)
+
+    monkeypatch.setattr("cari.search.relevance.evidence", counted)
+    documents = [{"id": f"pump-{i}", "text": f"Pump {i} moves water."} for i in range(30)]
+    with app_client(dsn, fake) as client:
+        client.post("/v1/collections", json={"name": "c"})
+        client.post("/v1/collections/c/documents", json={"documents": documents})
+        for body, expected in [
+            ({"top_k": 3}, 3),
+            ({"top_k": 3, "threshold": 0}, 10),
+            ({"top_k": 8, "threshold": 0}, 16),
+        ]:
+            weighed.clear()
+            found = client.post(
+                "/v1/collections/c/search", json={"query": "pump", "mode": "keyword", **body}
+            ).json()
+            assert len(found["results"]) == body["top_k"]
+            assert weighed == [expected]
 
 
 def test_a_question_whose_words_a_document_mostly_holds_is_found(

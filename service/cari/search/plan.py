@@ -17,7 +17,7 @@ from cari.search.fusion import Candidate, Fused
 from cari.search.router import Routing
 from cari.settings import Settings
 
-EVIDENCE_DEPTH = 10  # fused chunks weighed per sub-query, at least: room for the threshold
+EVIDENCE_DEPTH = 10  # fused chunks weighed per sub-query under a threshold, at least
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,7 +93,11 @@ def plan(
         else {"keyword": 1.0, "vector": 1.0}
     )
     mode: Mode = request.mode or collection.search_mode
-    depth = max(2 * top_k, EVIDENCE_DEPTH)
+    threshold = collection.search_threshold if request.threshold is None else request.threshold
+    # A threshold may drop weighed chunks, and those past the top k take their place; without
+    # one, only the top k are returned, so only they are weighed (its statement is ~20 % faster
+    # for 10 chunks than for 20).
+    depth = top_k if threshold is None else max(2 * top_k, EVIDENCE_DEPTH)
     candidates = request.candidates or settings.search_candidates
     if mode != "hybrid":
         # A lone list is returned as it comes: candidates past those weighed are not used.
@@ -104,7 +108,7 @@ def plan(
         weights={name: base[name] * boost[name] for name in base},
         rrf_k=request.rrf_k or collection.rrf_k,
         top_k=top_k,
-        threshold=(collection.search_threshold if request.threshold is None else request.threshold),
+        threshold=threshold,
         candidates=candidates,
         ef_search=request.ef_search or settings.hnsw_ef_search,
         depth=depth,
