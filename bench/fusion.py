@@ -133,7 +133,7 @@ def fused(queries: QuerySet, config: Config, boosts: tuple[float, float]) -> Ran
             "vector": config.vector_share * vector_boost,
         }
         cut = {retriever: ranked[: config.depth] for retriever, ranked in lists.items()}
-        result = fuse(cut, weights, config.method, config.rrf_k)[:DEPTH]
+        result = fuse(cut, weights, config.method, config.rrf_k, DEPTH)
         ranking[qid] = document_ranking([queries.documents[f.chunk_id] for f in result])
     return ranking
 

@@ -28,7 +28,7 @@ in a fresh database:
   - Baselines, on the same chunks in the same run: `ts_rank_cd`, the tutorial's keyword branch
     (`websearch_to_tsquery`, every word required, ranked by `ts_rank_cd`); `rrf equal`, plain
     equal-weight RRF (k 60, weights 1 and 1, no exact-token boost) of the `keyword` and `vector`
-    lists above, by the engine's own `weighted_rrf`; `tutorial hybrid`, the same RRF of the
+    lists above, by the engine's own `fuse`; `tutorial hybrid`, the same RRF of the
     `ts_rank_cd` list and the `vector` list.
 - Results are chunks: each becomes its document, which keeps its best (first) rank, since the
   judgements are per document.
@@ -82,7 +82,7 @@ from cari.limits import Mode
 from cari.runtime import Runtime
 from cari.schema.collections import Collection, CollectionCreate
 from cari.schema.search import SearchRequest
-from cari.search.fusion import Candidate, weighted_rrf
+from cari.search.fusion import Candidate, fuse
 from cari.settings import load_settings
 
 RUNS_DIR = CACHE_DIR / "runs"
@@ -388,11 +388,13 @@ def add_fused_baselines(
         chunk_runs[name] = {
             qid: [
                 Candidate(f.chunk_id, f.score)
-                for f in weighted_rrf(
+                for f in fuse(
                     {"keyword": chunk_runs[keyword_run][qid], "vector": chunk_runs["vector"][qid]},
                     equal,
+                    "rrf",
                     RRF_K,
-                )[:DEPTH]
+                    DEPTH,
+                )
             ]
             for qid in judged
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -85,3 +86,24 @@ def test_z_score_of_scores_too_close_to_square_is_a_tie() -> None:
     """Differences whose squares underflow to 0 normalise as equal scores do, not by 0."""
     assert z_score([1e-170, 2e-170]) == ([1.0, 1.0], 0.0)
     assert z_score([0.1, 0.1, 0.1]) == ([1.0, 1.0, 1.0], 0.0)
+
+
+@pytest.mark.parametrize("method", ["rrf", "minmax", "zscore"])
+def test_the_head_is_the_full_order_cut(method: Method) -> None:
+    """`limit` returns what the whole fused order holds first, ties (many, here) broken by the
+    best rank and then the chunk id even where they straddle the cut."""
+    rng = random.Random(38)
+    for _ in range(300):
+        lists = {
+            name: [Candidate(rng.randrange(40), float(rng.choice([1, 2, 3]))) for _ in range(n)]
+            for name, n in (("keyword", rng.randrange(30)), ("vector", rng.randrange(30)))
+        }
+        lists = {name: sorted(found, key=lambda c: -c.score) for name, found in lists.items()}
+        weights = {"keyword": rng.choice([0.0, 1.0]), "vector": rng.choice([0.0, 0.5, 1.0])}
+        whole = fuse(lists, weights, method, 60)
+        best = {f.chunk_id: min(rank for rank, _ in f.ranks.values()) for f in whole}
+        assert [f.chunk_id for f in whole] == sorted(
+            best, key=lambda c: (-next(f.score for f in whole if f.chunk_id == c), best[c], c)
+        )
+        for limit in (1, 5, 12):
+            assert fuse(lists, weights, method, 60, limit) == whole[:limit]

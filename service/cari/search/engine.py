@@ -377,7 +377,7 @@ class Searcher:
                 part.lists[name] = outcome
 
         with _stage(part.timings, "fuse"):
-            head = fuse(part.lists, plan.weights, plan.method, plan.rrf_k)[: plan.depth]
+            head = fuse(part.lists, plan.weights, plan.method, plan.rrf_k, plan.depth)
         async with pool.connection() as conn:
             part.evidence = await _timed(
                 part.timings,
