@@ -13,9 +13,7 @@
 
 from __future__ import annotations
 
-import itertools
 import math
-import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -122,31 +120,23 @@ def _head(
     lists: Mapping[str, Sequence[Candidate]], scores: dict[int, float], limit: int | None
 ) -> list[Fused]:
     """The best `limit` chunks by score, each with its rank and raw score in each list that
-    holds it. Only those returned become `Fused`, and a chunk's best rank is looked up only
-    where it breaks a tie: a search keeps the first 10-20 of ~170 fused chunks, and making and
-    sorting all of them was much of a fusion's time (two lists of 100 on a slow host: 410 µs,
-    now 310 µs; the same order and scores, bit for bit, on 20,000 random fusions)."""
+    holds it. Only those returned become `Fused`: a search keeps the first 10-20 of ~170 fused
+    chunks, and making all of them was much of a fusion's time."""
     ranks = [
         (retriever, {c.chunk_id: (rank, c.score) for rank, c in enumerate(candidates, 1)})
         for retriever, candidates in lists.items()
     ]
-
-    def best(chunk_id: int) -> int:
-        return min(ranked[chunk_id][0] for _, ranked in ranks if chunk_id in ranked)
-
-    order = sorted((-score, chunk_id) for chunk_id, score in scores.items())
-    cut = len(order) if limit is None else min(limit, len(order))
-    while 0 < cut < len(order) and order[cut][0] == order[cut - 1][0]:
-        cut += 1  # a tie across the cut is broken by rank first
-    head: list[int] = []
-    for _, tied in itertools.groupby(order[:cut], key=operator.itemgetter(0)):
-        chunk_ids = [chunk_id for _, chunk_id in tied]
-        head.extend(sorted(chunk_ids, key=lambda c: (best(c), c)) if chunk_ids[1:] else chunk_ids)
+    best: dict[int, int] = {}  # each chunk's best rank: ties go to it
+    for _, ranked in ranks:
+        for chunk_id, (rank, _) in ranked.items():
+            if rank < best.get(chunk_id, rank + 1):
+                best[chunk_id] = rank
+    order = sorted((-score, best[chunk_id], chunk_id) for chunk_id, score in scores.items())
     return [
         Fused(
             chunk_id,
             scores[chunk_id],
             {retriever: ranked[chunk_id] for retriever, ranked in ranks if chunk_id in ranked},
         )
-        for chunk_id in head[:limit]
+        for _, _, chunk_id in order[:limit]
     ]
