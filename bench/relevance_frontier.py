@@ -1,6 +1,6 @@
 """What the relevance evidence can do: answers' on-topic refusals against off-topic ones.
 
-    python -m bench.relevance_frontier [--small] [--out FILE]
+    python -m bench.relevance_frontier [--small] [--fitted] [--out FILE]
 
 Reads the evidence `bench.threshold` keeps (with `--small`, `bench.threshold_small`'s): each
 judged question's weighed chunks with cosine and word coverage, on-topic and against the other
@@ -20,13 +20,21 @@ share of all off-topic questions refused against each set's on-topic questions r
 39 asks for both at once: at least 95 % of off-topic questions refused, at most 3 % of each
 reporting set's on-topic ones. Query vectors come from `bench.quality`'s on-disk cache (the
 questions `bench.threshold` searched are there); the bundled questions' from the package.
+
+`--fitted` replays the answers as the server weighs them instead, on each collection's fitted
+scale (`cari.search.fit.place`, the shipped placement, from the configured floor of the grid),
+the probes shifted as the questions are: each pseudo-question by its own baseline, each bundled
+question by its baseline against the other bundled ones. The baselines are centred on the
+bundled questions' own mean (a constant of the model, as a server would need), not the run's.
+For each kind it prints the floor at which the tuning sets refuse at least as many off-topic
+questions as the raw cosine at the configured floor, with the fewest on-topic refusals there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +43,7 @@ import numpy as np
 
 from bench import harness
 from bench.embedding_cache import CachingEmbedder
-from bench.harness import DATASETS, load_queries
+from bench.harness import DATASETS, load_queries, resampled_means
 from bench.search_ranks import ANSWER_WEIGHED, THRESHOLD
 from bench.threshold import EVIDENCE, TUNING
 from bench.threshold_small import EVIDENCE as SMALL_EVIDENCE
@@ -45,49 +53,110 @@ from cari.search.relevance import Scale, keep, lexical
 from cari.settings import load_settings
 
 FLOORS = [round(0.76 + 0.005 * i, 3) for i in range(11)]
-ALPHAS = (0.0, 0.5, 1.0)  # shares of the everyday baseline taken off the cosine; 0: raw
+ALPHAS = (0.0, 0.25, 0.5, 1.0)  # shares of the everyday baseline taken off the cosine; 0: raw
+FITTED_MOVES = [round(-0.01 + 0.005 * i, 3) for i in range(15)]  # from the configured floor
+RESAMPLES = 2000
+SEED = 39
 TARGET_OFF = 0.95
 
 
 @dataclass(frozen=True, slots=True)
 class Question:
     label: str  # its query set
+    target: str  # the collection searched
     on_topic: bool
     cosines: np.ndarray
     coverages: np.ndarray
     baseline: float  # its mean cosine with the bundled everyday questions
 
 
-async def questions(data: dict[str, Any]) -> list[Question]:
+@dataclass(frozen=True, slots=True)
+class Yardstick:
+    """The bundled everyday questions' vectors and embedder, to weigh other questions by."""
+
+    embedder: CachingEmbedder
+    vectors: np.ndarray
+    own: np.ndarray  # each bundled question's baseline against the other bundled ones
+
+    @classmethod
+    def shipped(cls) -> Yardstick:
+        embedder = CachingEmbedder(LocalEmbedder(threads=1))
+        shipped = fit.shipped_off_topic(embedder.model_name)
+        assert shipped is not None, "the bundled questions' vectors ship with the package"
+        vectors = np.stack(shipped)
+        count = len(vectors)
+        own = ((vectors @ vectors.T).sum(axis=1) - np.einsum("ij,ij->i", vectors, vectors)) / (
+            count - 1
+        )
+        return cls(embedder, vectors, own)
+
+    async def baselines(self, texts: Sequence[str]) -> list[float]:
+        """Each text's mean cosine (as a query) with the bundled questions."""
+        vectors = await self.embedder.embed_queries(texts)
+        return [float((self.vectors @ np.asarray(v, np.float32)).mean()) for v in vectors]
+
+
+async def questions(data: dict[str, Any], yardstick: Yardstick) -> list[Question]:
     """Every searched question of the evidence, with its baseline."""
-    embedder = CachingEmbedder(LocalEmbedder(threads=1))
-    shipped = fit.shipped_off_topic(embedder.model_name)
-    assert shipped is not None, "the bundled questions' vectors ship with the package"
-    everyday = np.stack(shipped)
     baselines: dict[str, float] = {}  # a question is searched against several collections
-
-    async def baseline(text: str) -> float:
-        if text not in baselines:
-            vector = np.asarray(await embedder.embed_query(text), dtype=np.float32)
-            baselines[text] = float((everyday @ vector).mean())
-        return baselines[text]
-
     found = []
     for label, targets in data["runs"].items():
         texts = load_queries(DATASETS / label.split("/")[0])
         for target, per_query in targets.items():
             for qid, hits in per_query.items():
+                text = texts[qid]
+                if text not in baselines:
+                    (baselines[text],) = await yardstick.baselines([text])
                 head = hits[:ANSWER_WEIGHED]
                 found.append(
                     Question(
                         label,
+                        target,
                         target == label.split("/")[0],
                         np.array([-1.0 if h[1] is None else h[1] for h in head]),
                         np.array([h[2] for h in head]),
-                        await baseline(texts[qid]),
+                        baselines[text],
                     )
                 )
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeBaselines:
+    """A collection's probes (`cari.search.fit.Probes`) with each one's baseline."""
+
+    probes: fit.Probes
+    on_topic: list[float]
+    off_topic: list[float]
+
+
+async def probe_baselines(data: dict[str, Any], yardstick: Yardstick) -> dict[str, ProbeBaselines]:
+    """Each collection's probes with their baselines: the pseudo-questions' own, the bundled
+    questions' against the others."""
+    found = {}
+    for name, kept in data["probes"].items():
+        if not kept.get("questions"):
+            raise SystemExit(f"{name}: evidence without the probes' questions: gather it again")
+        probes = fit.Probes(kept["on_topic"], kept["off_topic"], kept["questions"])
+        own = await yardstick.baselines(probes.questions)
+        found[name] = ProbeBaselines(probes, own, [float(b) for b in yardstick.own])
+    return found
+
+
+def fitted(
+    probes: dict[str, ProbeBaselines], alpha: float, centre: float, base: Scale
+) -> dict[str, Scale]:
+    """Each collection's scale placed from `base` on its probes shifted by `alpha` times their
+    baselines less `centre`."""
+    scales = {}
+    for name, found in probes.items():
+        on = zip(found.probes.on_topic, found.on_topic, strict=True)
+        off = zip(found.probes.off_topic, found.off_topic, strict=True)
+        shifted = fit.Probes(
+            [c - alpha * (b - centre) for c, b in on], [c - alpha * (b - centre) for c, b in off]
+        )
+        scales[name] = fit.place(shifted, base)
+    return scales
 
 
 def refused(question: Question, scale: Scale, shift: float) -> bool:
@@ -99,29 +168,41 @@ def refused(question: Question, scale: Scale, shift: float) -> bool:
     return not any(keep(scores, THRESHOLD))
 
 
-def figures(
-    found: Sequence[Question], alpha: float, floor: float, width: float
-) -> dict[str, dict[str, float]]:
-    """Per query set (and the tuning sets, all sets): on- and off-topic refusal rates on the
-    scale from `floor` `width` wide."""
-    centre = float(np.mean([q.baseline for q in found]))
-    scale = Scale(floor, round(floor + width, 3))
-    groups: dict[str, list[tuple[bool, bool]]] = {}
+Outcomes = dict[str, list[tuple[bool, bool]]]  # group -> (on-topic?, refused?) per question
+
+
+def outcomes(
+    found: Sequence[Question], alpha: float, centre: float, scale_of: Callable[[str], Scale]
+) -> Outcomes:
+    """Per query set (and the tuning sets, all sets): each question's refusal, its cosines
+    shifted by `alpha` times its baseline less `centre`, on its collection's scale."""
+    groups: Outcomes = {}
     for q in found:
-        shift = alpha * (q.baseline - centre)
-        outcome = (q.on_topic, refused(q, scale, shift))
+        outcome = (q.on_topic, refused(q, scale_of(q.target), alpha * (q.baseline - centre)))
         names = [q.label, "all sets"] + (["tuning sets"] if q.label in TUNING else [])
         for name in names:
             groups.setdefault(name, []).append(outcome)
-    rates = {}
-    for name, outcomes in groups.items():
-        on = [r for o, r in outcomes if o]
-        off = [r for o, r in outcomes if not o]
-        rates[name] = {
+    return groups
+
+
+def rates(groups: Outcomes) -> dict[str, dict[str, float]]:
+    found = {}
+    for name, pairs in groups.items():
+        on = [r for o, r in pairs if o]
+        off = [r for o, r in pairs if not o]
+        found[name] = {
             "on_topic_refused": float(np.mean(on)) if on else 0.0,
             "off_topic_refused": float(np.mean(off)) if off else 1.0,
         }
-    return rates
+    return found
+
+
+def interval(flags: Sequence[bool]) -> str:
+    """The share of true flags with its 95 % bootstrap interval."""
+    values = [float(flag) for flag in flags]
+    means = resampled_means(values, RESAMPLES, np.random.default_rng(SEED))
+    low, high = np.quantile(means, [0.025, 0.975])
+    return f"{np.mean(values):.1%} [{low:.1%}, {high:.1%}]"
 
 
 def line(name: str, rates: dict[str, dict[str, float]]) -> str:
@@ -137,30 +218,102 @@ def line(name: str, rates: dict[str, dict[str, float]]) -> str:
     )
 
 
+def global_scale(found: Sequence[Question], width: float) -> dict[str, Any]:
+    """Every kind on one scale at each floor of the grid: the chosen floor and the grid."""
+    centre = float(np.mean([q.baseline for q in found]))  # the run's
+    report: dict[str, Any] = {}
+
+    def everywhere(scale: Scale) -> Callable[[str], Scale]:
+        return lambda _: scale
+
+    for alpha in ALPHAS:
+        name = f"everyday alpha {alpha}" if alpha else "raw"
+        grid = {
+            f: rates(outcomes(found, alpha, centre, everywhere(Scale(f, round(f + width, 3)))))
+            for f in FLOORS
+        }
+        tuning = {f: r["tuning sets"]["off_topic_refused"] for f, r in grid.items()}
+        meeting = [f for f, refused_share in tuning.items() if refused_share >= TARGET_OFF]
+        chosen = min(meeting) if meeting else max(FLOORS)
+        print(line(f"{name}, floor {chosen} (chosen on the tuning sets)", grid[chosen]))
+        for f, found_rates in grid.items():
+            print("   " + line(f"floor {f}", found_rates))
+        print()
+        report[name] = {"chosen_floor": chosen, "grid": {str(f): r for f, r in grid.items()}}
+    return report
+
+
+def fitted_scales(
+    found: Sequence[Question],
+    probes: dict[str, ProbeBaselines],
+    centre: float,
+    floor: float,
+    width: float,
+) -> dict[str, Any]:
+    """Every kind on the collections' fitted scales, placed from each floor of the grid."""
+    floors = [round(floor + move, 3) for move in FITTED_MOVES]
+
+    def run(alpha: float, f: float) -> Outcomes:
+        scales = fitted(probes, alpha, centre, Scale(f, round(f + width, 3)))
+        return outcomes(found, alpha, centre, scales.__getitem__)
+
+    reference = rates(run(0.0, floor))["tuning sets"]["off_topic_refused"]
+    print(
+        f"raw cosine at the configured floor {floor}: tuning sets' off-topic refused "
+        f"{reference:.1%}\n"
+    )
+    report: dict[str, Any] = {}
+    for alpha in ALPHAS:
+        name = f"everyday alpha {alpha}" if alpha else "raw"
+        runs = {f: run(alpha, f) for f in floors}
+        grid = {f: rates(r) for f, r in runs.items()}
+        meeting = [
+            f for f in floors if grid[f]["tuning sets"]["off_topic_refused"] >= reference - 1e-9
+        ]
+        chosen = min(
+            meeting or floors,
+            key=lambda f: (
+                grid[f]["tuning sets"]["on_topic_refused"],
+                -grid[f]["tuning sets"]["off_topic_refused"],
+            ),
+        )
+        print(line(f"{name}, floor {chosen} (chosen on the tuning sets)", grid[chosen]))
+        for label, pairs in runs[chosen].items():
+            on = [r for o, r in pairs if o]
+            off = [r for o, r in pairs if not o]
+            print(f"   {label:<22} on-topic {interval(on):>22}   off-topic {interval(off):>22}")
+        for f, found_rates in grid.items():
+            print("   " + line(f"floor {f}", found_rates))
+        print()
+        report[name] = {"chosen_floor": chosen, "grid": {str(f): r for f, r in grid.items()}}
+    return report
+
+
 def main() -> None:
     parser = harness.parser(__doc__)
     parser.add_argument(
         "--small", action="store_true", help=f"bench.threshold_small's evidence ({SMALL_EVIDENCE})"
     )
+    parser.add_argument(
+        "--fitted", action="store_true", help="on the collections' fitted scales, probes shifted"
+    )
     parser.add_argument("--out", type=Path, help="write the figures to this JSON file")
     args = parser.parse_args()
     source = SMALL_EVIDENCE if args.small else EVIDENCE
-    found = asyncio.run(questions(json.loads(source.read_text())))
+    data = json.loads(source.read_text())
+    yardstick = Yardstick.shipped()
+    found = asyncio.run(questions(data, yardstick))
     print(f"{len(found)} searched questions from {source}\n")
     floor, ceiling = load_settings().cosine_scale(None)
     width = round(ceiling - floor, 3)  # the configured scale's
-    report: dict[str, Any] = {}
-    for alpha in ALPHAS:
-        name = f"everyday alpha {alpha}" if alpha else "raw"
-        grid = {floor: figures(found, alpha, floor, width) for floor in FLOORS}
-        tuning = {f: r["tuning sets"]["off_topic_refused"] for f, r in grid.items()}
-        meeting = [f for f, refused_share in tuning.items() if refused_share >= TARGET_OFF]
-        chosen = min(meeting) if meeting else max(FLOORS)
-        print(line(f"{name}, floor {chosen} (chosen on the tuning sets)", grid[chosen]))
-        for floor, rates in grid.items():
-            print("   " + line(f"floor {floor}", rates))
-        print()
-        report[name] = {"chosen_floor": chosen, "grid": {str(f): r for f, r in grid.items()}}
+    if args.fitted:
+        probes = asyncio.run(probe_baselines(data, yardstick))
+        centre = float(yardstick.own.mean())
+        mean = np.mean([q.baseline for q in found if q.on_topic])
+        print(f"baselines: bundled questions' {centre:.4f}, on-topic questions' {mean:.4f}")
+        report = fitted_scales(found, probes, centre, floor, width)
+    else:
+        report = global_scale(found, width)
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=1) + "\n")
 

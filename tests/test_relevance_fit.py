@@ -6,6 +6,7 @@ wins, and `explain` says which scale weighed the evidence."""
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import time
@@ -119,6 +120,11 @@ def test_the_fit_separates_own_questions_from_other_subjects(dsn: str) -> None:
     probes, stored = asyncio.run(probe())
     assert probes is not None and stored is not None
     assert len(probes.on_topic) == len(CAR)  # one pseudo-question per chunk, up to PSEUDO
+    # The pseudo-questions asked, in the probes' order: each of its chunk's words.
+    assert len(probes.questions) == len(CAR)
+    chunk_words = [set(re.findall(r"\w+", text.lower())) for text in CAR]
+    assert all(any(set(q.split()) <= words for words in chunk_words) for q in probes.questions)
+    assert set(stored["probes"]) == {"on_topic", "off_topic"}
     assert len(probes.off_topic) == len(fit.off_topic_questions())
     # The collection's own questions reach it more closely than nearly every other subject's.
     assert np.median(probes.on_topic) > np.quantile(probes.off_topic, 0.95)

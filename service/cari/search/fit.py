@@ -40,7 +40,7 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -101,6 +101,8 @@ class Probes:
 
     on_topic: list[float]
     off_topic: list[float]
+    # The pseudo-questions asked, in on_topic's order (bench.relevance_frontier weighs them).
+    questions: list[str] = field(default_factory=list)
 
 
 def off_topic_questions() -> list[str]:
@@ -196,11 +198,13 @@ async def probe(
         row = await cur.fetchone()
         return float(row[1]) if row is not None else -1.0
 
-    own = await embedder.embed_queries(pseudo_questions(texts))
+    questions = pseudo_questions(texts)
+    own = await embedder.embed_queries(questions)
     other = await off_topic_vectors(embedder)
     return Probes(
         on_topic=[await best(vector) for vector in own],
         off_topic=[await best(vector) for vector in other],
+        questions=questions,
     )
 
 
@@ -234,7 +238,10 @@ async def fit(
                         "count": len(values),
                         "median": round(float(np.median(values)), 4) if values else None,
                     }
-                    for side, values in asdict(probes).items()
+                    for side, values in (
+                        ("on_topic", probes.on_topic),
+                        ("off_topic", probes.off_topic),
+                    )
                 },
             }
         await conn.execute(
