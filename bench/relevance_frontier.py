@@ -98,24 +98,31 @@ class Yardstick:
 
 async def questions(data: dict[str, Any], yardstick: Yardstick) -> list[Question]:
     """Every searched question of the evidence, with its baseline."""
-    baselines: dict[str, float] = {}  # a question is searched against several collections
+    texts = {label: load_queries(DATASETS / label.split("/")[0]) for label in data["runs"]}
+    # A question is searched against several collections: each text is weighed once.
+    asked = list(
+        dict.fromkeys(
+            texts[label][qid]
+            for label, targets in data["runs"].items()
+            for per_query in targets.values()
+            for qid in per_query
+        )
+    )
+    baselines = dict(zip(asked, await yardstick.baselines(asked), strict=True))
     found = []
     for label, targets in data["runs"].items():
-        texts = load_queries(DATASETS / label.split("/")[0])
+        own = label.split("/")[0]
         for target, per_query in targets.items():
             for qid, hits in per_query.items():
-                text = texts[qid]
-                if text not in baselines:
-                    (baselines[text],) = await yardstick.baselines([text])
                 head = hits[:ANSWER_WEIGHED]
                 found.append(
                     Question(
                         label,
                         target,
-                        target == label.split("/")[0],
+                        target == own,
                         np.array([-1.0 if h[1] is None else h[1] for h in head]),
                         np.array([h[2] for h in head]),
-                        baselines[text],
+                        baselines[texts[label][qid]],
                     )
                 )
     return found
