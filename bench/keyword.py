@@ -670,9 +670,9 @@ async def planning(conn: AConn) -> list[str]:
     """How the server planned each keyword statement psycopg prepared on `conn` (it prepares a
     statement on its 5th run; the server then plans it custom or generic)."""
     out = []
-    for name, marker in (
-        ("search_keyword.sql", "inlined in each branch below"),
-        ("search_keyword_blocks.sql", "bm25_topk("),
+    for name, marker in (  # each statement's first line, which is sent
+        ("search_keyword.sql", query("search_keyword").splitlines()[0]),
+        ("search_keyword_blocks.sql", query("search_keyword_blocks").splitlines()[0]),
     ):
         cur = await conn.execute(
             "SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0), count(*) "

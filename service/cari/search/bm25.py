@@ -17,7 +17,7 @@ from typing import Any, Literal
 import psycopg
 from psycopg import sql
 
-from cari.db.queries import query
+from cari.db.queries import fragment, query
 from cari.search.fusion import Candidate
 
 Engine = Literal["sql", "cari_bm25"]
@@ -73,8 +73,8 @@ def keyword_statement(engine: Engine, filters: sql.Composable = NO_FILTERS) -> s
         if filtered
         else filters
     )
-    summed = sql.SQL(query("fragments/search_keyword_summed").rstrip())
-    terms = sql.SQL(query("fragments/search_keyword_terms").rstrip())
+    summed = sql.SQL(fragment("search_keyword_summed"))
+    terms = sql.SQL(fragment("search_keyword_terms"))
     if engine == "sql":
         return sql.SQL(query("search_keyword")).format(
             terms=terms, summed=summed.format(filters=where, unfolded=NO_FILTERS)
