@@ -96,7 +96,7 @@ from bench import search as search_bench
 from bench.harness import dsn_of, fresh_runtime, timed
 from cari.db.queries import query
 from cari.ingest import store
-from cari.search import bm25
+from cari.search import bm25, lexemes
 from cari.search.bm25 import KeywordResult
 from cari.settings import load_settings
 
@@ -648,20 +648,13 @@ def mismatches(report: KindReport, a: str, b: str) -> list[int]:
     ]
 
 
-def keyword_params(collection_id: int, text: str) -> dict[str, Any]:
-    """The parameters bm25.search sends (no filters)."""
-    return {
-        "collection_id": collection_id,
-        "query": text,
-        "candidates": CANDIDATES,
-    }
-
-
 async def explain(conn: AConn, collection_id: int, text: str) -> list[str]:
-    """EXPLAIN (ANALYZE, BUFFERS) of the extension's statement as bm25.search runs it."""
+    """EXPLAIN (ANALYZE, BUFFERS) of the extension's statement as bm25.search runs it (after
+    reading the question's lexemes: no filters)."""
+    asked = await lexemes.analyse(conn, collection_id, text)
     cur = await conn.execute(
         sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + bm25.keyword_statement("cari_bm25"),
-        keyword_params(collection_id, text),
+        {**asked.params(), "collection_id": collection_id, "candidates": CANDIDATES},
     )
     return [str(r[0]) for r in await cur.fetchall()]
 

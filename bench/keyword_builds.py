@@ -22,8 +22,10 @@ same questions alternated between the two builds, so the machine's drift falls o
   `bench.keyword` makes them.
 - **measure**: the service's keyword statement (`bm25.keyword_statement("cari_bm25")`) at
   `--candidates`, each question on both builds in a random order, `--rounds` times, timed by
-  the client around executing and fetching; every answer of one build is compared with the
-  other's (the same rows, scores included: a change to the walk must not change a double).
+  the client around executing and fetching (the question's lexemes, `query_lexemes.sql`, read
+  once beforehand: the same for both builds, not timed); every answer of one build is
+  compared with the other's (the same rows, scores included: a change to the walk must not
+  change a double).
   Then one untimed pass per build at DEBUG1, whose notices give the walk's counters.
 - **peer** (`--peer`, zipf questions): the bm25s peer of `bench.keyword --peer`
   (`bench/keyword_peer.py`) on the same questions, in this process after the builds, against
@@ -55,7 +57,8 @@ from psycopg import sql
 from bench import harness, keyword
 from bench import search as synthetic
 from cari.db import embedded, extension
-from cari.search import bm25
+from cari.db.queries import query
+from cari.search import bm25, lexemes
 from cari.settings import load_settings
 
 # What bm25_topk reports at DEBUG1, summed per build.
@@ -137,6 +140,7 @@ def measure(
     """Each build's milliseconds per call, how many questions' answers differed, and each
     build's top 10 per question (its last round's)."""
     statement = bm25.keyword_statement("cari_bm25")
+    asked = lexemes_of(next(iter(sessions.values())), params, questions)
     times: dict[str, list[float]] = {name: [] for name in sessions}
     tops: dict[str, list[Top]] = {}
     differing = 0
@@ -148,7 +152,7 @@ def measure(
             answers: dict[str, list[Any]] = {}
             for name in order:
                 started = time.perf_counter()
-                cur = sessions[name].execute(statement, {**params, "query": question})
+                cur = sessions[name].execute(statement, {**params, **asked[question]})
                 answers[name] = cur.fetchall()
                 times[name].append(harness.since_ms(started))
             first = answers[order[0]]
@@ -156,6 +160,22 @@ def measure(
             for name, answer in answers.items():
                 tops[name].append([(int(r[0]), float(r[1])) for r in answer[: keyword.TOP]])
     return times, differing, tops
+
+
+def lexemes_of(
+    conn: Conn, params: dict[str, Any], questions: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """Each question's lexemes as the keyword statement takes them, read once: the analysis is
+    the same for every build, so the builds are timed on their walk alone."""
+    analysis = query("query_lexemes")
+    return {
+        question: lexemes.from_rows(
+            conn.execute(
+                analysis, {"collection_id": params["collection_id"], "query": question}
+            ).fetchall()
+        ).params()
+        for question in questions
+    }
 
 
 def counters(conn: Conn, params: dict[str, Any], questions: Sequence[str]) -> list[int]:
@@ -166,11 +186,12 @@ def counters(conn: Conn, params: dict[str, Any], questions: Sequence[str]) -> li
         notes.append(diagnostic.message_primary or "")
 
     statement = bm25.keyword_statement("cari_bm25")
+    asked = lexemes_of(conn, params, questions)
     conn.add_notice_handler(keep)
     conn.execute("SET client_min_messages = debug1")
     try:
         for question in questions:
-            conn.execute(statement, {**params, "query": question}).fetchall()
+            conn.execute(statement, {**params, **asked[question]}).fetchall()
     finally:
         conn.execute("RESET client_min_messages")
         conn.remove_notice_handler(keep)

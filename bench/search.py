@@ -10,10 +10,11 @@ For each mode (keyword, vector, hybrid) it times, one request at a time:
   embedding is excluded;
 - **SQL alone**: every statement the service runs, with the same parameters (collection id,
   language, the server's candidates and ef_search), on two connections held for the whole run in
-  autocommit: the collection lookup; then keyword is `search_keyword` (one round trip), vector
-  is `search_vector` (one round trip: the server's ef_search is the connections' own), hybrid
-  is both at once on the two connections (`asyncio.gather`), each asking for as many
-  candidates as the service does (a lone retriever only the 2·top_k it weighs); then
+  autocommit: the collection lookup; then keyword is `query_lexemes` and `search_keyword` (two
+  round trips), vector is `search_vector` (one round trip: the server's ef_search is the
+  connections' own) beside `query_lexemes`, hybrid is both at once on the two connections
+  (`asyncio.gather`), each asking for as many candidates as the service does (a lone retriever
+  only the 2·top_k it weighs); then
   `search_evidence` for the first 2·top_k chunks and the fetch of the top 10. The ratio
   service/SQL is what the service adds: pool, Python, fusion, routing, serialisation.
 - **equal-weight RRF**: after each hybrid request, the same query through the service with
@@ -84,8 +85,9 @@ from cari.limits import Mode
 from cari.runtime import Runtime
 from cari.schema.collections import CollectionCreate
 from cari.schema.search import SearchRequest
-from cari.search import bm25, highlights
+from cari.search import bm25, highlights, lexemes
 from cari.search.engine import Searcher
+from cari.search.lexemes import Lexemes
 from cari.settings import Settings, load_settings
 
 SETS = ["cranfield", "cisi", "cacm", "med", "tydiqa-goldp-id"]
@@ -324,10 +326,18 @@ class SqlAlone:
         self.candidates = settings.search_candidates
         self.ef_search = settings.hnsw_ef_search
         self.vectors: dict[str, np.ndarray] = {}
+        self.asked = Lexemes()  # the last question's, read by `keyword` or `request`
+
+    async def analysed(self, text: str, conn: Any = None) -> Lexemes:
+        """The question's lexemes, as the service reads them once per search."""
+        return await lexemes.analyse(conn or self.a, self.params["collection_id"], text)
 
     async def keyword(self, text: str, candidates: int, conn: Any = None) -> list[Any]:
+        # As the service's keyword search: the question's lexemes, then the statement.
+        self.asked = await self.analysed(text, conn)
         cur = await (conn or self.a).execute(
-            self.keyword_statement, {**self.params, "query": text, "candidates": candidates}
+            self.keyword_statement,
+            {**self.params, **self.asked.params(), "candidates": candidates},
         )
         rows: list[Any] = await cur.fetchall()
         return rows
@@ -354,7 +364,13 @@ class SqlAlone:
         await self.a.execute(query("collection_for_search"), {"name": COLLECTION})
         retrieve = {"keyword": self.keyword, "vector": self.vector, "hybrid": self.hybrid}[mode]
         weighed = 2 * TOP_K  # what the service weighs, and all a lone retriever is asked for
-        found = await retrieve(text, self.candidates if mode == "hybrid" else weighed)
+        found: list[Any]
+        if mode == "vector":  # no keyword search to read the lexemes: side by side, as served
+            found, self.asked = await asyncio.gather(
+                self.vector(text, weighed), self.analysed(text, self.b)
+            )
+        else:
+            found = await retrieve(text, self.candidates if mode == "hybrid" else weighed)
         lists = found if mode == "hybrid" else [found]
         head = list(dict.fromkeys(row[0] for rows in lists for row in rows))[:weighed]
         if head:
@@ -362,7 +378,7 @@ class SqlAlone:
                 query("search_evidence"),
                 {
                     **self.params,
-                    "query": text,
+                    **self.asked.params(),
                     "vector": None if mode == "keyword" else self.vectors[text],
                     "ids": head,
                 },
@@ -371,7 +387,7 @@ class SqlAlone:
         top = head[:TOP_K]
         if top:
             cur = await self.a.execute(
-                query("chunks_for_results"), {"ids": top, **highlights.params(text)}
+                query("chunks_for_results"), {"ids": top, **highlights.params([self.asked])}
             )
             await cur.fetchall()
         return found
@@ -573,8 +589,11 @@ async def plans(a: Any, bare: SqlAlone, searcher: Searcher, text: str) -> dict[s
     """`EXPLAIN (ANALYZE, BUFFERS)` of the keyword and vector statements, and of the result
     fetch and relevance evidence of the hybrid top k, for the question `text`."""
     vector = bare.vectors[text]
+    asked = await bare.analysed(text, a)
     keyword = await explain(
-        a, bare.keyword_statement, {**bare.params, "query": text, "candidates": bare.candidates}
+        a,
+        bare.keyword_statement,
+        {**bare.params, **asked.params(), "candidates": bare.candidates},
     )
     vector_plan = await explain(
         a, bare.vector_statement, {**bare.params, "vector": vector, "candidates": bare.candidates}
@@ -584,12 +603,12 @@ async def plans(a: Any, bare: SqlAlone, searcher: Searcher, text: str) -> dict[s
     )
     ids = [r.chunk_id for r in hybrid.results]
     fetch = await explain(
-        a, sql.SQL(query("chunks_for_results")), {"ids": ids, **highlights.params(text)}
+        a, sql.SQL(query("chunks_for_results")), {"ids": ids, **highlights.params([asked])}
     )
     evidence = await explain(
         a,
         sql.SQL(query("search_evidence")),
-        {**bare.params, "query": text, "vector": vector, "ids": ids},
+        {**bare.params, **asked.params(), "vector": vector, "ids": ids},
     )
     return {"keyword": keyword, "vector": vector_plan, "fetch": fetch, "evidence": evidence}
 

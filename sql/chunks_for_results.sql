@@ -1,7 +1,8 @@
 -- The text and provenance of result chunks, and each one's highlight: the passage of its
 -- content around the query's words, found by `ts_headline` in the chunk's own language with
--- the lexemes keyword search looks for there (`query_corrected`: synonyms and corrections included), matches
--- between two private-use markers (cari.search.highlights marks them and escapes the rest).
+-- the lexemes keyword search looked for there (query_lexemes.sql: synonyms and corrections
+-- included; `languages` and `lexemes` pair them), matches between two private-use markers
+-- (cari.search.highlights marks them and escapes the rest).
 -- `ts_headline` parses the whole content, so it runs on these result rows alone. The markers
 -- are removed from the content first, so only ts_headline's are in the passage; a query with
 -- no lexeme searches for a marker, which the content no longer holds: no match gives the
@@ -16,6 +17,7 @@ CROSS JOIN LATERAL (  -- the lexemes as a tsquery: each quoted ('' and \\ escape
     SELECT string_agg(
                '''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || '''', ' | '
            )::tsquery AS words
-    FROM query_corrected(c.collection_id, c.language, %(query)s) AS w
+    FROM unnest(%(languages)s::oid[], %(lexemes)s::text[]) AS w(language, lexeme)
+    WHERE w.language = c.language::oid
 ) AS q
 WHERE c.id = ANY(%(ids)s);

@@ -1,10 +1,10 @@
 -- Absolute relevance evidence for fused chunks (cari.search.relevance): the cosine similarity
 -- of each chunk to the query vector (NULL without one) and the query's term coverage, the share
 -- of the query's lexemes (each weighted by its BM25 idf and, as keyword search weighs it, by how
--- often the query says it: `bm25_k3`) that the chunk holds. The query is analysed in each
--- language of the collection, as keyword search analyses it (`query_terms`: stop words
--- dropped), and a chunk is measured in its own: an English
--- document in an Indonesian collection is matched on English stems. A query word the
+-- often the query says it: `bm25_k3`) that the chunk holds. The query's lexemes in each
+-- language of the collection are parameters, as keyword search read them (query_lexemes.sql:
+-- stop words dropped), and a chunk is measured in its own: an English document in an
+-- Indonesian collection is matched on English stems. A query word the
 -- collection has never seen weighs as a word of no chunk (df 0), more than any it holds: a
 -- question about something else covers little of itself here. Each chunk reads its embedding
 -- and its tsvector by primary key: the 2·top_k weighed chunks, no scan. A fired synonym rule
@@ -19,29 +19,23 @@
 -- line (TOAST), and each `@@` on the column fetched it again, a third of the statement's time.
 -- `strip` keeps the lexemes alone, all a one-lexeme probe matches on; OFFSET 0 keeps it from
 -- being inlined into each probe.
-WITH sizes AS (
-    SELECT language, sum(chunks) AS chunks FROM (
-        SELECT language, chunks FROM bm25_sizes WHERE collection_id = %(collection_id)s
+WITH total AS (
+    SELECT coalesce(sum(chunks), 0) AS n FROM (
+        SELECT chunks FROM bm25_sizes WHERE collection_id = %(collection_id)s
         UNION ALL
-        SELECT language, chunks FROM bm25_pending_sizes WHERE collection_id = %(collection_id)s
+        SELECT chunks FROM bm25_pending_sizes WHERE collection_id = %(collection_id)s
     ) AS s
-    GROUP BY language
-), total AS (
-    SELECT coalesce(sum(chunks), 0) AS n FROM sizes
-), languages AS (
-    SELECT language FROM sizes WHERE chunks > 0
-    UNION
-    SELECT language FROM collections WHERE id = %(collection_id)s
 ), terms AS MATERIALIZED (  -- once per query, not once per chunk
-    SELECT l.language, w.lexeme, w.grp, w.alt,
+    SELECT w.language::regconfig AS language, w.lexeme, w.grp, w.alt,
            ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) * bm25_query_weight(w.qtf, k.bm25_k3)
                * w.factor AS weight,
            ('''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery
                AS probe
-    FROM languages AS l
+    FROM unnest(%(languages)s::oid[], %(lexemes)s::text[], %(qtfs)s::integer[],
+                %(groups)s::integer[], %(alts)s::integer[], %(factors)s::double precision[])
+         AS w(language, lexeme, qtf, grp, alt, factor)
     CROSS JOIN total AS t
     CROSS JOIN collections AS k
-    CROSS JOIN LATERAL query_corrected(%(collection_id)s, l.language, %(query)s) AS w
     CROSS JOIN LATERAL (
         SELECT coalesce(sum(df), 0) AS df FROM (
             SELECT df FROM bm25_terms

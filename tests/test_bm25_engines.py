@@ -147,7 +147,12 @@ async def both(
     statement = bm25.keyword_statement("sql", filters).as_string(oracle)
     cur = await oracle.execute(
         statement.replace(ORACLE_FROM, ORACLE_POSTINGS_FROM).encode(),
-        {**(params or {}), "collection_id": ref.id, "query": text, "candidates": candidates},
+        {
+            **(params or {}),
+            **packed.lexemes.params(),  # the lexemes are the analysis' (query_lexemes.sql)
+            "collection_id": ref.id,
+            "candidates": candidates,
+        },
     )
     return (
         [(c.chunk_id, c.score) for c in packed.candidates],

@@ -208,9 +208,9 @@ def test_only_what_a_search_returns_is_weighed(
     (at least 10)."""
     weighed: list[int] = []
 
-    async def counted(conn: Any, collection_id: int, text: str, vector: Any, ids: Any) -> Any:
+    async def counted(conn: Any, collection_id: int, asked: Any, vector: Any, ids: Any) -> Any:
         weighed.append(len(ids))
-        return await evidence(conn, collection_id, text, vector, ids)
+        return await evidence(conn, collection_id, asked, vector, ids)
 
     monkeypatch.setattr("cari.search.relevance.evidence", counted)
     documents = [{"id": f"pump-{i}", "text": f"Pump {i} moves water."} for i in range(30)]

@@ -29,7 +29,8 @@ def test_search_prints_the_statements_it_ran_ready_for_psql(
     assert printed.returncode == 0, printed.stderr
     blocks = printed.stdout.strip().split("\n\n")
     names = [block.splitlines()[0] for block in blocks]
-    assert names == [
+    assert names == [  # the question's lexemes read once, for every statement that weighs them
+        "-- query_lexemes (sql/query_lexemes.sql)",
         f"-- {keyword} (sql/{keyword}.sql)",
         "-- search_vector (sql/search_vector.sql)",
     ]
@@ -43,3 +44,11 @@ def test_search_prints_the_statements_it_ran_ready_for_psql(
             assert rows, block  # the chunk the search found
             plan = conn.execute(b"EXPLAIN (ANALYZE, BUFFERS) " + statement.encode()).fetchall()
             assert plan
+
+    # Without keyword search the lexemes are still read once: the evidence and highlights.
+    vector = cari([*question[:-1], "vector", "--sql"], env)
+    assert vector.returncode == 0, vector.stderr
+    assert [block.splitlines()[0] for block in vector.stdout.strip().split("\n\n")] == [
+        "-- query_lexemes (sql/query_lexemes.sql)",
+        "-- search_vector (sql/search_vector.sql)",
+    ]

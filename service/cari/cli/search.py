@@ -87,7 +87,7 @@ def search(
             await rt.searcher.search(collection, request)
         async with rt.pool.connection() as conn:
             found = [(name, s) for s in executed if (name := statements.named(s, conn))]
-            # Keyword before vector (they ran side by side, in either order).
+            # The lexemes, keyword, then vector (they ran side by side, in either order).
             found.sort(key=lambda pair: statements.SEARCH_STATEMENTS.index(pair[0]))
             return [
                 f"-- {name} (sql/{name}.sql)\n{_session(name, rt)}{statements.for_psql(s, conn)}"

@@ -19,8 +19,9 @@ from psycopg import sql
 
 from cari.db.queries import query
 
-# The named statements (sql/) that retrieve a search's candidates.
-SEARCH_STATEMENTS = ("search_keyword", "search_keyword_blocks", "search_vector")
+# The named statements (sql/) that retrieve a search's candidates, in the order shown: the
+# question's lexemes first, which the keyword statement takes as parameters.
+SEARCH_STATEMENTS = ("query_lexemes", "search_keyword", "search_keyword_blocks", "search_vector")
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,13 +12,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal
 
 import psycopg
 from psycopg import sql
 
 from cari.db.queries import fragment, query
+from cari.search import lexemes
 from cari.search.fusion import Candidate
+from cari.search.lexemes import Lexemes
 
 Engine = Literal["sql", "cari_bm25"]
 
@@ -27,6 +30,7 @@ Engine = Literal["sql", "cari_bm25"]
 class KeywordResult:
     candidates: list[Candidate]
     postings_read: int
+    lexemes: Lexemes  # what was looked for: the relevance evidence and highlights take them
 
 
 async def search(
@@ -39,15 +43,20 @@ async def search(
     params: dict[str, Any],
     engine: Engine,
 ) -> KeywordResult:
-    """The best `candidates` chunks by BM25, with their scores."""
-    statement = keyword_statement(engine, filters)
+    """The best `candidates` chunks by BM25 for `text`, with their scores, and its lexemes."""
+    asked = await lexemes.analyse(conn, collection_id, text)
     cur = await conn.execute(
-        statement,
-        {**params, "collection_id": collection_id, "query": text, "candidates": candidates},
+        keyword_statement(engine, filters),
+        {
+            **params,
+            **asked.params(),
+            "collection_id": collection_id,
+            "candidates": candidates,
+        },
     )
     rows = await cur.fetchall()
     found = [Candidate(int(r[0]), float(r[1])) for r in rows]
-    return KeywordResult(found, int(rows[0][2]) if rows else 0)
+    return KeywordResult(found, int(rows[0][2]) if rows else 0, asked)
 
 
 NO_FILTERS = sql.SQL("")
@@ -63,8 +72,19 @@ UNFOLDED = sql.SQL(
 def keyword_statement(engine: Engine, filters: sql.Composable = NO_FILTERS) -> sql.Composed:
     """The engine's keyword statement, composed: `search_keyword.sql` or
     `search_keyword_blocks.sql` with the fragments they share (sql/fragments/) and `filters`
-    (from cari.search.filters; empty: none). Its parameters: `collection_id`, `query`,
-    `candidates` and the filters'."""
+    (from cari.search.filters; empty: none). Its parameters: `collection_id`, `candidates`,
+    the question's lexemes (`Lexemes.params`) and the filters'."""
+    if filters == NO_FILTERS:
+        return _unfiltered(engine)
+    return _composed(engine, filters)
+
+
+@cache  # most searches have no filter: composed once per engine, not once per search
+def _unfiltered(engine: Engine) -> sql.Composed:
+    return _composed(engine, NO_FILTERS)
+
+
+def _composed(engine: Engine, filters: sql.Composable) -> sql.Composed:
     filtered = filters != NO_FILTERS
     where = (
         sql.SQL("WHERE EXISTS (SELECT FROM chunks AS c WHERE c.id = heads.chunk_id{})").format(

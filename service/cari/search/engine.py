@@ -49,7 +49,7 @@ from cari.errors import (
 )
 from cari.observability import metrics, tracing
 from cari.schema.search import Explain, RetrieverHit, SearchRequest, SearchResponse, SearchResult
-from cari.search import bm25, highlights, relevance, signals, structured
+from cari.search import bm25, highlights, lexemes, relevance, signals, structured
 from cari.search.collection_rows import CollectionRows
 from cari.search.decompose import CollectionVocabulary, Decomposition, decompose, propose
 from cari.search.explain import explain
@@ -169,7 +169,7 @@ class Searcher:
         _slowest(parts, timings)
 
         merged = _interleave([part.kept for part in parts], plan.top_k)
-        chunks = await _timed(timings, "fetch", self._chunk_results(pool, text, merged, parts))
+        chunks = await _timed(timings, "fetch", self._chunk_results(pool, merged, parts))
         if rerank and chunks:
             chunks = await _timed(timings, "rerank", self._rerank(text, chunks, top_k, warnings))
         del chunks[top_k:]
@@ -339,8 +339,14 @@ class Searcher:
                 "keyword",
                 self._keyword(pool, part.text, collection, filters, params),
             )
-            part.postings_read = found.postings_read
+            part.postings_read, part.lexemes = found.postings_read, found.lexemes
             return found.candidates
+
+        async def analysed() -> None:  # without keyword search, its analysis alone
+            async with pool.connection() as conn:
+                part.lexemes = await _timed(
+                    part.timings, "lexemes", lexemes.analyse(conn, collection.id, part.text)
+                )
 
         async def vector() -> list[Candidate]:
             model = self._model(collection.embedder)
@@ -367,7 +373,11 @@ class Searcher:
             jobs["keyword"] = keyword()
         if plan.mode in ("hybrid", "vector"):
             jobs["vector"] = vector()
-        outcomes = await asyncio.gather(*jobs.values(), return_exceptions=True)
+        lists = asyncio.gather(*jobs.values(), return_exceptions=True)
+        if "keyword" in jobs:
+            outcomes = await lists
+        else:
+            outcomes, _ = await asyncio.gather(lists, analysed())
         for name, outcome in zip(jobs, outcomes, strict=True):
             if isinstance(outcome, EmbedderUnavailable | EmbedderBusy) and plan.mode == "hybrid":
                 degraded.append(outcome.message)
@@ -383,7 +393,7 @@ class Searcher:
                 part.timings,
                 "relevance",
                 relevance.evidence(
-                    conn, collection.id, part.text, part.vector, [f.chunk_id for f in head]
+                    conn, collection.id, part.lexemes, part.vector, [f.chunk_id for f in head]
                 ),
             )
         head = [f for f in head if f.chunk_id in part.evidence]  # not deleted meanwhile
@@ -483,7 +493,6 @@ class Searcher:
     async def _chunk_results(
         self,
         pool: AsyncConnectionPool,
-        text: str,
         merged: list[tuple[Fused, int]],
         parts: Sequence[Part],
     ) -> list[SearchResult]:
@@ -491,7 +500,10 @@ class Searcher:
             return []
         ids = [f.chunk_id for f, _ in merged]
         async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(query("chunks_for_results"), {"ids": ids, **highlights.params(text)})
+            await cur.execute(
+                query("chunks_for_results"),
+                {"ids": ids, **highlights.params(p.lexemes for p in parts)},
+            )
             rows = {row["id"]: row for row in await cur.fetchall()}
         results = []
         for fused, index in merged:

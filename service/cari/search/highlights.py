@@ -12,6 +12,11 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterable
+from typing import Any
+
+from cari.search import lexemes
+from cari.search.lexemes import Lexemes
 
 START, STOP = "\ue000", "\ue001"  # private-use characters: no text means them
 MARK, UNMARK = "<mark>", "</mark>"
@@ -21,9 +26,10 @@ OPTIONS = f'StartSel="{START}", StopSel="{STOP}", MaxWords={MAX_WORDS}, MinWords
 _TAGS = re.compile(f"{re.escape(MARK)}|{re.escape(UNMARK)}")
 
 
-def params(text: str) -> dict[str, str]:
-    """The parameters `chunks_for_results.sql` takes for a query's highlights."""
-    return {"query": text, "start": START, "stop": STOP, "options": OPTIONS}
+def params(asked: Iterable[Lexemes]) -> dict[str, Any]:
+    """The parameters `chunks_for_results.sql` takes for the highlights of a question whose
+    sub-queries looked for `asked`."""
+    return {**lexemes.words(asked), "start": START, "stop": STOP, "options": OPTIONS}
 
 
 def marked(headline: str) -> str:

@@ -14,6 +14,7 @@ from cari.schema.search import SearchRequest
 from cari.search import relevance, signals
 from cari.search.decompose import Decomposition
 from cari.search.fusion import Candidate, Fused
+from cari.search.lexemes import Lexemes
 from cari.search.router import Routing
 from cari.settings import Settings
 
@@ -146,5 +147,6 @@ class Part:
     cached: bool = False
     applied_ef: str | None = None
     postings_read: int | None = None
+    lexemes: Lexemes = field(default_factory=Lexemes)  # what it looked for
     routing: Routing | None = None
     timings: dict[str, float] = field(default_factory=dict)

@@ -43,6 +43,7 @@ import psycopg
 
 from cari.db.queries import query
 from cari.limits import Band
+from cari.search.lexemes import Lexemes
 
 Combine = Literal["max", "either"]
 
@@ -114,16 +115,22 @@ def keep(relevances: Sequence[float], threshold: float) -> list[bool]:
 async def evidence(
     conn: psycopg.AsyncConnection[Any],
     collection_id: int,
-    text: str,
+    asked: Lexemes,
     vector: np.ndarray | None,
     chunk_ids: Sequence[int],
 ) -> dict[int, Evidence]:
-    """Each chunk's evidence of answering `text` (chunks deleted meanwhile are absent)."""
+    """Each chunk's evidence of answering the question whose lexemes are `asked` and whose
+    vector is `vector` (chunks deleted meanwhile are absent)."""
     if not chunk_ids:
         return {}
     cur = await conn.execute(
         query("search_evidence"),
-        {"collection_id": collection_id, "query": text, "vector": vector, "ids": list(chunk_ids)},
+        {
+            **asked.params(),
+            "collection_id": collection_id,
+            "vector": vector,
+            "ids": list(chunk_ids),
+        },
     )
     return {
         int(chunk_id): Evidence(None if cosine is None else float(cosine), float(coverage))
