@@ -64,15 +64,21 @@ class QueryVectors:
             return vector, True
         metrics.QUERY_VECTORS.labels("embedder").inc()
         task = self._pending.get(text)
+        joined = task is not None
         if task is None:
             probe = self._admit()
-            budget = self.timeout_s if deadline is None else deadline - time.monotonic()
-            task = asyncio.ensure_future(self._embed(text, probe, min(budget, self.timeout_s)))
+            until = time.monotonic() + self.timeout_s
+            task = asyncio.ensure_future(
+                self._embed(text, probe, until if deadline is None else min(until, deadline))
+            )
             task.add_done_callback(self._settled)
             self._pending[text] = task
         # Shielded: one asker giving up (a client gone, its deadline) does not cancel the
         # others' embedding.
-        if deadline is None:
+        if deadline is None or not joined:
+            # The embedding started here ends by this deadline itself, its failure counted
+            # before this search answers: the next search sees the breaker as this one left it
+            # (waiting apart, the search could answer first and the next one start another).
             return await asyncio.shield(task), False
         try:  # one who joined an embedding under way may have less time left than it has
             return await asyncio.wait_for(asyncio.shield(task), deadline - time.monotonic()), False
@@ -102,9 +108,10 @@ class QueryVectors:
         self._probing = True
         return True
 
-    async def _embed(self, text: str, probe: bool, budget: float) -> np.ndarray:
+    async def _embed(self, text: str, probe: bool, until: float) -> np.ndarray:
         try:
-            with anyio.fail_after(budget):
+            # `until` is an instant: the time this task waited to start counts against it.
+            with anyio.fail_after(max(until - time.monotonic(), 0.0)):
                 vector = await self.embedder.embed_query(text)
         except TimeoutError:
             # Retrying helps once the backlog that held this one is served (or the breaker
