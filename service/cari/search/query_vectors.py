@@ -63,8 +63,9 @@ class QueryVectors:
             metrics.QUERY_VECTORS.labels("cache").inc()
             return vector, True
         metrics.QUERY_VECTORS.labels("embedder").inc()
+        # Shielded: one asker giving up (a client gone, its deadline) does not cancel the
+        # others' embedding.
         task = self._pending.get(text)
-        joined = task is not None
         if task is None:
             probe = self._admit()
             until = time.monotonic() + self.timeout_s
@@ -73,12 +74,11 @@ class QueryVectors:
             )
             task.add_done_callback(self._settled)
             self._pending[text] = task
-        # Shielded: one asker giving up (a client gone, its deadline) does not cancel the
-        # others' embedding.
-        if deadline is None or not joined:
-            # The embedding started here ends by this deadline itself, its failure counted
-            # before this search answers: the next search sees the breaker as this one left it
-            # (waiting apart, the search could answer first and the next one start another).
+            # It ends by this deadline itself, its failure counted before this search answers:
+            # the next search sees the breaker as this one left it (waiting apart, the search
+            # could answer first and the next one start another embedding).
+            return await asyncio.shield(task), False
+        if deadline is None:
             return await asyncio.shield(task), False
         try:  # one who joined an embedding under way may have less time left than it has
             return await asyncio.wait_for(asyncio.shield(task), deadline - time.monotonic()), False
