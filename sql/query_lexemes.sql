@@ -3,8 +3,10 @@
 -- each language of the collection analyses its text (each language its chunks hold, and the
 -- collection's own), stop words dropped, fired synonym rules and typo corrections included
 -- (`query_corrected`). Each of the three analysed the question itself before, ~0.5 ms of
--- PostgreSQL each for a question of 10 words.
-SELECT l.language::oid AS language, w.lexeme, w.qtf, w.grp, w.alt, w.factor
+-- PostgreSQL each for a question of 10 words. Its last rows, lexeme NULL, are the words the
+-- vector side respells (`typed`, `word`) in the collection's own language (migration 0023): the
+-- same corrections, found once for both sides.
+SELECT l.language::oid AS language, w.lexeme, w.qtf, w.grp, w.alt, w.factor, w.typed, w.word
 FROM (
     SELECT s.language FROM (
         SELECT language, chunks FROM bm25_sizes WHERE collection_id = %(collection_id)s
@@ -16,5 +18,8 @@ FROM (
     UNION
     SELECT language FROM collections WHERE id = %(collection_id)s
 ) AS l
+CROSS JOIN collections AS c
 CROSS JOIN LATERAL query_corrected(%(collection_id)s, l.language, %(query)s) AS w
-ORDER BY 1, 2;
+WHERE c.id = %(collection_id)s
+  AND (w.lexeme IS NOT NULL OR l.language = c.language)
+ORDER BY w.lexeme IS NULL, 1, 2, w.typed;

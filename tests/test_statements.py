@@ -52,3 +52,13 @@ def test_search_prints_the_statements_it_ran_ready_for_psql(
         "-- query_lexemes (sql/query_lexemes.sql)",
         "-- search_vector (sql/search_vector.sql)",
     ]
+
+    # A misspelled question: the same one analysis gives the vector side its respelled words.
+    misspelled = ["search", "bowline fixde", "-c", "harbour", "--mode", "hybrid"]
+    respelled = cari([*misspelled, "--json", "--explain"], env)
+    assert respelled.returncode == 0, respelled.stderr
+    part = json.loads(respelled.stdout)["explain"]["sub_queries"][0]
+    assert part["embedded_query"] == "bowline fixed"
+    printed = cari([*misspelled, "--sql"], env)
+    assert printed.returncode == 0, printed.stderr
+    assert [block.splitlines()[0] for block in printed.stdout.strip().split("\n\n")] == names

@@ -33,8 +33,8 @@ CALLER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 # The server spans of `exercise`'s requests (the probe is not traced).
 REQUESTS = ["POST /v1/collections", "POST /v1/collections/{collection}/documents", SEARCH, "GET"]
 # A hybrid search asking a price ("harga") runs every stage but `rerank` (no reranker here).
-STAGES = {"decompose", "keyword", "embed", "vector", "fuse", "relevance", "route", "fetch"}
-STAGES |= {"structured"}
+STAGES = {"decompose", "lexemes", "keyword", "embed", "vector", "fuse", "relevance", "route"}
+STAGES |= {"fetch", "structured"}
 DOCUMENTS = [
     {"id": "brio", "title": "Honda Brio", "text": "Honda Brio: mesin bensin 1.2 liter, irit."},
     {"id": "avanza", "title": "Toyota Avanza", "text": "Toyota Avanza: tujuh kursi, bensin."},

@@ -7,6 +7,7 @@ keyword search as it was."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -16,8 +17,11 @@ import pytest
 from litestar.testing import TestClient
 
 from cari import typos
+from cari.db import statements
 from cari.db.migrations import earlier_revision
-from tests.conftest import app_client
+from cari.runtime import open_runtime
+from cari.schema.search import SearchRequest
+from tests.conftest import app_client, settings_for
 from tests.test_search import add, search
 
 DEALER = [
@@ -211,7 +215,7 @@ def test_the_vector_side_embeds_the_question_respelled(dealer: TestClient[Any]) 
 
 def test_a_question_of_common_words_is_not_sent_to_be_respelled(dealer: TestClient[Any]) -> None:
     """Only a word of 4 letters or more that is no common word can be respelled: without one,
-    no respelling is asked of the database (no `respell` stage)."""
+    the embedding does not wait for the question's analysis (no `respell` stage)."""
 
     def stages(text: str) -> set[str]:
         found = search(dealer, "library", query=text, mode="vector", explain=True)
@@ -221,6 +225,31 @@ def test_a_question_of_common_words_is_not_sent_to_be_respelled(dealer: TestClie
     assert "respell" not in stages("cmp of a hse")  # too short to be corrected
     assert "respell" in stages("efficiencuy of compilers")
     assert typos.SUSPECT_LETTERS == earlier_revision("0016").MIN_LENGTH
+
+
+def test_one_analysis_gives_both_sides_their_words(
+    dealer: TestClient[Any], module_dsn: str
+) -> None:
+    """The words the vector side respells come from the question's one analysis (migration
+    0023): a misspelled hybrid search runs as many statements as the question spelled right (a
+    statement more before, the respelling's)."""
+
+    async def run() -> tuple[list[int], list[str]]:
+        async with open_runtime(settings_for(module_dsn, reembed_interval_s=0)) as rt:
+            counts, embedded = [], []
+            for text in ("efficiency of compilers", "efficiencuy of complers"):
+                request = SearchRequest(query=text, mode="hybrid", explain=True)
+                await rt.searcher.search("library", request)  # the collection's row read once
+                with statements.recording() as executed:
+                    found = await rt.searcher.search("library", request)
+                assert found.explain is not None
+                counts.append(len(executed))
+                embedded.append(found.explain.sub_queries[0].embedded_query or text)
+            return counts, embedded
+
+    counts, embedded = asyncio.run(run())
+    assert embedded[1] == "efficiency of compilers"
+    assert counts[0] == counts[1], counts
 
 
 def test_without_tolerance_the_question_is_embedded_as_typed(dealer: TestClient[Any]) -> None:

@@ -2,13 +2,14 @@
 shows them, and the question respelled for the vector side to embed.
 
 The corrections themselves happen in SQL (`query_corrected`, migrations 0011, 0016 and 0019),
-where keyword search, relevance evidence and highlights all read them; `query_respelled`
-(migration 0021) gives the same choice as words.
+where keyword search, relevance evidence and highlights all read them; its rows of `typed` and
+`word` (migration 0023) give the same choice as words.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import psycopg
@@ -42,28 +43,24 @@ async def common_words(conn: Conn) -> frozenset[str]:
 
 def may_respell(text: str, common: frozenset[str]) -> bool:
     """Whether `respelled` can change `text`: only a word of `SUSPECT_LETTERS` letters or more
-    that is no common word is corrected, so a question without one needs no round trip (124 of
-    `bench.search`'s 200 real questions; the round trip cost ~8 % of hybrid search's throughput
-    at 100k chunks when made for every question)."""
+    that is no common word is corrected, so the embedding of a question without one need not
+    wait for the question's analysis (124 of `bench.search`'s 200 real questions)."""
     return any(
         len(word) >= SUSPECT_LETTERS and word not in common for word in _WORD.findall(text.lower())
     )
 
 
-async def respelled(conn: Conn, collection_id: int, text: str) -> str:
+def respelled(text: str, words: Iterable[tuple[str, str]]) -> str:
     """`text` with each misspelled word that keyword search reads as a common word replaced by
-    that word (first letter upper case where it was typed so); `text` itself when there is none
-    or the collection corrects no typos."""
-    cur = await conn.execute(
-        query("typos_respelled"), {"collection_id": collection_id, "query": text}
-    )
-    words: dict[str, str] = dict(await cur.fetchall())
+    that word (first letter upper case where it was typed so); `words`: each word as typed
+    (lower case) and its common word (`Lexemes.respelled`)."""
+    common = dict(words)
 
     def spelled(found: re.Match[str]) -> str:
         # A word as SQL splits them (a whole run of letters), compared in lower case.
-        word = words.get(found[0].lower())
+        word = common.get(found[0].lower())
         if word is None:
             return found[0]
         return word.capitalize() if found[0][0].isupper() else word
 
-    return _WORD.sub(spelled, text) if words else text
+    return _WORD.sub(spelled, text) if common else text

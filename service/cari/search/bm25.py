@@ -45,6 +45,28 @@ async def search(
 ) -> KeywordResult:
     """The best `candidates` chunks by BM25 for `text`, with their scores, and its lexemes."""
     asked = await lexemes.analyse(conn, collection_id, text)
+    return await search_lexemes(
+        conn,
+        collection_id,
+        asked,
+        candidates=candidates,
+        filters=filters,
+        params=params,
+        engine=engine,
+    )
+
+
+async def search_lexemes(
+    conn: psycopg.AsyncConnection[Any],
+    collection_id: int,
+    asked: Lexemes,
+    *,
+    candidates: int,
+    filters: sql.Composable,
+    params: dict[str, Any],
+    engine: Engine,
+) -> KeywordResult:
+    """The best `candidates` chunks by BM25 for a question analysed already (`asked`)."""
     cur = await conn.execute(
         keyword_statement(engine, filters),
         {

@@ -55,6 +55,7 @@ from cari.search.decompose import CollectionVocabulary, Decomposition, decompose
 from cari.search.explain import explain
 from cari.search.filters import compile_filters
 from cari.search.fusion import Candidate, Fused, fuse
+from cari.search.lexemes import Lexemes
 from cari.search.plan import Analysis, Part, Plan, SearchCollection
 from cari.search.plan import plan as resolve
 from cari.search.query_vectors import QueryVectors
@@ -333,20 +334,25 @@ class Searcher:
         """Fill `part`: its fused chunks (those a threshold keeps, when one is asked), its
         routing, its figures."""
 
-        async def keyword() -> list[Candidate]:
-            found = await _timed(
-                part.timings,
-                "keyword",
-                self._keyword(pool, part.text, collection, filters, params),
-            )
-            part.postings_read, part.lexemes = found.postings_read, found.lexemes
-            return found.candidates
-
-        async def analysed() -> None:  # without keyword search, its analysis alone
+        async def analysed() -> Lexemes:
             async with pool.connection() as conn:
                 part.lexemes = await _timed(
                     part.timings, "lexemes", lexemes.analyse(conn, collection.id, part.text)
                 )
+            return part.lexemes
+
+        # The question's lexemes, read once: keyword search weighs them, the vector side
+        # embeds the words they respell, the relevance evidence and the highlights read them.
+        analysis = asyncio.ensure_future(analysed())
+
+        async def keyword() -> list[Candidate]:
+            found = await _timed(
+                part.timings,
+                "keyword",  # the analysis and the statement, as a keyword search takes
+                self._keyword(pool, analysis, collection, filters, params),
+            )
+            part.postings_read = found.postings_read
+            return found.candidates
 
         async def vector() -> list[Candidate]:
             model = self._model(collection.embedder)
@@ -354,7 +360,7 @@ class Searcher:
             # time for what follows it (a degraded hybrid search took 2.02 s of a 2 s budget).
             budget = model.vectors.timeout_s
             deadline = began + budget - min(ANSWER_RESERVE_S, budget / 4)
-            part.embedded = await self._respelled(pool, collection, part)
+            part.embedded = await self._respelled(pool, collection, part, analysis)
             vector, part.cached = await _timed(
                 part.timings, "embed", model.vectors.get(part.embedded, deadline)
             )
@@ -373,11 +379,11 @@ class Searcher:
             jobs["keyword"] = keyword()
         if plan.mode in ("hybrid", "vector"):
             jobs["vector"] = vector()
-        lists = asyncio.gather(*jobs.values(), return_exceptions=True)
-        if "keyword" in jobs:
-            outcomes = await lists
-        else:
-            outcomes, _ = await asyncio.gather(lists, analysed())
+        try:
+            outcomes = await asyncio.gather(*jobs.values(), return_exceptions=True)
+            await analysis  # in vector mode beside the vector search; its error is the search's
+        finally:
+            analysis.cancel()  # a search cancelled (a sibling sub-query failed) leaves none running
         for name, outcome in zip(jobs, outcomes, strict=True):
             if isinstance(outcome, EmbedderUnavailable | EmbedderBusy) and plan.mode == "hybrid":
                 degraded.append(outcome.message)
@@ -415,11 +421,15 @@ class Searcher:
         )
 
     async def _respelled(
-        self, pool: AsyncConnectionPool, collection: SearchCollection, part: Part
+        self,
+        pool: AsyncConnectionPool,
+        collection: SearchCollection,
+        part: Part,
+        analysis: Awaitable[Lexemes],
     ) -> str:
         """The text the vector side embeds: `part`'s, its misspelled words as keyword search
-        reads them where the collection corrects typos; the database is asked only where a
-        word could be respelled."""
+        reads them where the collection corrects typos; the embedding waits for the question's
+        `analysis` only where a word could be respelled."""
         if collection.typo_weight <= 0:
             return part.text
         if self._common_words is None:
@@ -427,10 +437,8 @@ class Searcher:
                 self._common_words = await typos.common_words(conn)
         if not typos.may_respell(part.text, self._common_words):
             return part.text
-        async with pool.connection() as conn:
-            return await _timed(
-                part.timings, "respell", typos.respelled(conn, collection.id, part.text)
-            )
+        asked = await _timed(part.timings, "respell", analysis)
+        return typos.respelled(part.text, asked.respelled)
 
     async def _unmoved(self, pool: AsyncConnectionPool, searched: SearchCollection) -> None:
         """Raise CollectionMoved when `searched`, the row the search read, names an embedder
@@ -449,17 +457,18 @@ class Searcher:
     async def _keyword(
         self,
         pool: AsyncConnectionPool,
-        text: str,
+        analysis: Awaitable[Lexemes],
         collection: SearchCollection,
         filters: sql.Composable,
         params: dict[str, Any],
     ) -> bm25.KeywordResult:
+        asked = await analysis
         async with pool.connection() as conn:
             engine = await self.keyword_engine.current(conn)
-            return await bm25.search(
+            return await bm25.search_lexemes(
                 conn,
                 collection.id,
-                text,
+                asked,
                 candidates=params["candidates"],
                 filters=filters,
                 params=params,

@@ -4,7 +4,7 @@ Keyword search, the relevance evidence and the highlights look for the same lexe
 question analysed in each language of the collection, stop words dropped, fired synonym rules
 and typo corrections included (`query_lexemes.sql`). Each analysed the question itself until
 they took it as parameters; the analysis is 0.5 to 0.8 ms of PostgreSQL for a question of ~15
-words.
+words. The same analysis gives the words the vector side respells (`Lexemes.respelled`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ class Lexemes:
     """The question's lexemes, one row per language and lexeme, as parallel lists (the arrays
     the statements unnest): the language's text-search configuration (oid), the lexeme, how
     often the question says it, its synonym group and alternative (None: a plain word) and its
-    factor (a typo correction weighs less)."""
+    factor (a typo correction weighs less). `respelled`: each misspelled word as typed (lower
+    case) and the common word keyword search reads it as, for the vector side to embed."""
 
     languages: tuple[int, ...] = ()
     lexemes: tuple[str, ...] = ()
@@ -31,6 +32,7 @@ class Lexemes:
     groups: tuple[int | None, ...] = ()
     alts: tuple[int | None, ...] = ()
     factors: tuple[float, ...] = ()
+    respelled: tuple[tuple[str, str], ...] = ()
 
     def params(self) -> dict[str, list[Any]]:
         """The statements' parameters: `languages`, `lexemes`, `qtfs`, `groups`, `alts`,
@@ -61,10 +63,12 @@ async def analyse(conn: psycopg.AsyncConnection[Any], collection_id: int, text: 
 
 
 def from_rows(rows: Sequence[Sequence[Any]]) -> Lexemes:
-    """The lexemes from the rows of `query_lexemes.sql`."""
+    """The lexemes from the rows of `query_lexemes.sql` (a row without a lexeme respells)."""
+    respelled = tuple((r[6], r[7]) for r in rows if r[1] is None)
+    rows = [r for r in rows if r[1] is not None]
     if not rows:
-        return Lexemes()
-    languages, lexemes, qtfs, groups, alts, factors = zip(*rows, strict=True)
+        return Lexemes(respelled=respelled)
+    languages, lexemes, qtfs, groups, alts, factors, _, _ = zip(*rows, strict=True)
     return Lexemes(
         tuple(int(x) for x in languages),
         tuple(lexemes),
@@ -72,4 +76,5 @@ def from_rows(rows: Sequence[Sequence[Any]]) -> Lexemes:
         tuple(groups),
         tuple(alts),
         tuple(float(x) for x in factors),
+        respelled,
     )
