@@ -16,7 +16,8 @@ same questions alternated between the two builds, so the machine's drift falls o
   `dynamic_library_path` for a session: one session per build sets it to that build's folder
   before its first search, so its backend loads that build.
 - **questions** (`--questions`): `search`, `bench.search.load_queries(--queries)` on the
-  collection `bench` of `cari_bench_load` (which `bench.load` leaves); `zipf`, the typical and
+  collection `bench` of `cari_bench_load` (which `bench.load` leaves), as written and
+  misspelled as `bench.typos` misspells them (typo corrections in the walk); `zipf`, the typical and
   common-word queries of `bench.keyword --corpus zipf --keep` (database
   `cari_bench_keyword_zipf_<--language>`), made again from `--chunks` and `--seed` as
   `bench.keyword` makes them.
@@ -56,6 +57,7 @@ from psycopg import sql
 
 from bench import harness, keyword
 from bench import search as synthetic
+from bench.typos import misspell
 from cari.db import embedded, extension
 from cari.db.queries import query
 from cari.search import bm25, lexemes
@@ -239,7 +241,11 @@ def run(args: Any) -> None:
         collection_id = collection(next(iter(sessions.values())))
         corpus = None
         if args.questions == "search":
-            kinds = {"bench.search": synthetic.load_queries(args.queries)}
+            written = synthetic.load_queries(args.queries)
+            kinds = {
+                "bench.search": written,
+                "bench.search, misspelled": [misspell(str(i), t) for i, t in enumerate(written)],
+            }
         else:
             corpus = keyword.build_corpus("zipf", args.chunks, args.queries, args.seed)
             kinds = asyncio.run(
