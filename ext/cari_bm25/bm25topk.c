@@ -1512,6 +1512,23 @@ walk_terms(Walk *w, int64 collection_id, Datum *lexemes, const int32 *groups,
 		t->row_last = 0;
 		t->exhausted = false;
 	}
+
+	/*
+	 * A group of one term (a typo correction; a rule whose other alternatives
+	 * the collection lacks) is walked as an ungrouped term: its best
+	 * alternative is that term's part, the same double, and an ungrouped term
+	 * is added as it is decoded where a group's parts are recorded, then
+	 * weighed per candidate (3 % of the keyword statement on misspelled
+	 * questions).
+	 */
+	for (int u = 0; u < w->nunits; u++)
+	{
+		if (w->units[u].nterms == 1)
+		{
+			w->units[u].nalts = 0;
+			w->terms[w->units[u].terms[0]].alt = 0;
+		}
+	}
 	/* each term at its first row */
 	for (int i = 0; i < w->nterms; i++)
 		term_next_row(w, &w->terms[i]);
