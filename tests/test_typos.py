@@ -252,6 +252,24 @@ def test_one_analysis_gives_both_sides_their_words(
     assert counts[0] == counts[1], counts
 
 
+def test_an_analysis_that_fails_fails_the_search_it_was_waited_for(
+    dealer: TestClient[Any], module_dsn: str
+) -> None:
+    """The vector side waits for the question's analysis to respell it: when the analysis
+    fails (here its statement times out behind a lock on the common words), both sides end and
+    the search answers its error, to be retried, rather than waiting for ever."""
+    body = {"query": "efficiencuy of compilers", "mode": "hybrid"}
+    with app_client(module_dsn, statement_timeout_ms=500) as client:
+        # The service reads the common words once, here; the analysis reads them each time.
+        assert client.post("/v1/collections/library/search", json=body).status_code == 200
+        with psycopg.connect(module_dsn, autocommit=True) as locker, locker.transaction():
+            locker.execute("LOCK TABLE typo_words IN ACCESS EXCLUSIVE MODE")
+            failed = client.post("/v1/collections/library/search", json=body)
+        assert failed.status_code == 503, failed.text
+        assert failed.json()["code"] == "statement_timeout"
+        assert client.post("/v1/collections/library/search", json=body).status_code == 200
+
+
 def test_without_tolerance_the_question_is_embedded_as_typed(dealer: TestClient[Any]) -> None:
     ranked, embedded = vector(dealer, "strict", "garnsi mesin")
     assert embedded == "garnsi mesin"

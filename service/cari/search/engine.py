@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
 import numpy as np
-from psycopg import sql
+from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -68,6 +68,7 @@ from cari.settings import Settings
 # chunks on 2 busy cores), so that a degraded hybrid search still answers within the budget.
 ANSWER_RESERVE_S = 0.15
 T = TypeVar("T")
+Conn = AsyncConnection[Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,23 +335,38 @@ class Searcher:
         """Fill `part`: its fused chunks (those a threshold keeps, when one is asked), its
         routing, its figures."""
 
-        async def analysed() -> Lexemes:
-            async with pool.connection() as conn:
+        # The question's lexemes, read once: keyword search weighs them (read on its connection,
+        # before its statement), the vector side embeds the words they respell, the relevance
+        # evidence and the highlights read them.
+        analysis: asyncio.Future[Lexemes] = asyncio.get_running_loop().create_future()
+
+        async def analyse(conn: Conn) -> Lexemes:
+            try:
                 part.lexemes = await _timed(
                     part.timings, "lexemes", lexemes.analyse(conn, collection.id, part.text)
                 )
+            except Exception as exc:
+                analysis.set_exception(exc)  # the vector side, waiting for it, fails alike
+                raise
+            analysis.set_result(part.lexemes)
             return part.lexemes
 
-        # The question's lexemes, read once: keyword search weighs them, the vector side
-        # embeds the words they respell, the relevance evidence and the highlights read them.
-        analysis = asyncio.ensure_future(analysed())
+        async def analysed() -> None:  # without keyword search, its analysis alone
+            try:
+                async with pool.connection() as conn:
+                    await analyse(conn)
+            finally:
+                analysis.cancel()  # no connection, or cancelled: the wait for it ends too
 
         async def keyword() -> list[Candidate]:
-            found = await _timed(
-                part.timings,
-                "keyword",  # the analysis and the statement, as a keyword search takes
-                self._keyword(pool, analysis, collection, filters, params),
-            )
+            try:
+                found = await _timed(
+                    part.timings,
+                    "keyword",  # the analysis and the statement, as a keyword search takes
+                    self._keyword(pool, analyse, collection, filters, params),
+                )
+            finally:
+                analysis.cancel()  # no connection, or cancelled: the wait for it ends too
             part.postings_read = found.postings_read
             return found.candidates
 
@@ -379,11 +395,15 @@ class Searcher:
             jobs["keyword"] = keyword()
         if plan.mode in ("hybrid", "vector"):
             jobs["vector"] = vector()
+        lists = asyncio.gather(*jobs.values(), return_exceptions=True)
         try:
-            outcomes = await asyncio.gather(*jobs.values(), return_exceptions=True)
-            await analysis  # in vector mode beside the vector search; its error is the search's
+            if "keyword" in jobs:
+                outcomes = await lists
+            else:
+                outcomes, _ = await asyncio.gather(lists, analysed())
         finally:
-            analysis.cancel()  # a search cancelled (a sibling sub-query failed) leaves none running
+            if analysis.done() and not analysis.cancelled():
+                analysis.exception()  # read: its error is the search's, raised by who read it
         for name, outcome in zip(jobs, outcomes, strict=True):
             if isinstance(outcome, EmbedderUnavailable | EmbedderBusy) and plan.mode == "hybrid":
                 degraded.append(outcome.message)
@@ -425,7 +445,7 @@ class Searcher:
         pool: AsyncConnectionPool,
         collection: SearchCollection,
         part: Part,
-        analysis: Awaitable[Lexemes],
+        analysis: asyncio.Future[Lexemes],
     ) -> str:
         """The text the vector side embeds: `part`'s, its misspelled words as keyword search
         reads them where the collection corrects typos; the embedding waits for the question's
@@ -437,7 +457,8 @@ class Searcher:
                 self._common_words = await typos.common_words(conn)
         if not typos.may_respell(part.text, self._common_words):
             return part.text
-        asked = await _timed(part.timings, "respell", analysis)
+        # Shielded: a wait cancelled (the search's deadline) leaves the analysis to its reader.
+        asked = await _timed(part.timings, "respell", asyncio.shield(analysis))
         return typos.respelled(part.text, asked.respelled)
 
     async def _unmoved(self, pool: AsyncConnectionPool, searched: SearchCollection) -> None:
@@ -457,13 +478,13 @@ class Searcher:
     async def _keyword(
         self,
         pool: AsyncConnectionPool,
-        analysis: Awaitable[Lexemes],
+        analyse: Callable[[Conn], Awaitable[Lexemes]],
         collection: SearchCollection,
         filters: sql.Composable,
         params: dict[str, Any],
     ) -> bm25.KeywordResult:
-        asked = await analysis
         async with pool.connection() as conn:
+            asked = await analyse(conn)
             engine = await self.keyword_engine.current(conn)
             return await bm25.search_lexemes(
                 conn,
