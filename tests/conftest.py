@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -228,3 +229,23 @@ def pytest_report_header() -> str:
     threads = os.environ.get("OMP_NUM_THREADS", "OpenMP's default")
     load = f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     return f"cari: PostgreSQL from {source}; local model threads: {threads} ({load})"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each API operation's schemathesis test gets its operation in its node id. schemathesis
+    names them `test[GET /path]`, but pytest 9.2 ids a test without parameters by its function
+    alone: the 26 shared one node id, and pytest-xdist, which schedules by node id, ran one of
+    them under `scripts/test` (tests/test_openapi_conformance.py). schemathesis itself sets the
+    private id the same way (pytest 9.2 keeps it parsed, as `_id`; earlier, `_nodeid`)."""
+    for item in items:
+        label = getattr(item, "operation_label", None)
+        if label is None or item.nodeid.endswith(f"[{label}]"):
+            continue
+        unique = f"{item.nodeid}[{label}]"
+        if hasattr(item, "_id"):
+            item._id = type(item._id).parse(unique)
+        else:
+            item._nodeid = unique
+    shared = sorted(nodeid for nodeid, n in Counter(i.nodeid for i in items).items() if n > 1)
+    if shared:
+        raise pytest.UsageError(f"tests sharing a node id (xdist runs one of each): {shared}")
