@@ -270,6 +270,58 @@ def test_an_analysis_that_fails_fails_the_search_it_was_waited_for(
         assert client.post("/v1/collections/library/search", json=body).status_code == 200
 
 
+def _mistyped(word: str, rng: random.Random) -> str:
+    """`word` with one edit after its first letter, or as it is, one time in two."""
+    if len(word) < 3 or rng.random() < 0.5:
+        return word
+    i = rng.randrange(1, len(word) - 1)
+    letter = rng.choice("abcdefghijklmnopqrstuvwxyz")
+    return rng.choice(
+        [
+            word[:i] + letter + word[i:],
+            word[:i] + word[i + 1 :],
+            word[:i] + letter + word[i + 1 :],
+            word[:i] + word[i + 1] + word[i] + word[i + 2 :],
+        ]
+    )
+
+
+def test_the_corrections_are_those_of_the_function_before(
+    dealer: TestClient[Any], module_dsn: str
+) -> None:
+    """Migration 0024's `query_corrected` (each lookup once a candidate) gives 0023's rows, row
+    for row: on questions of the collections' words, common words and stop words of both
+    languages, mistyped at random, in each collection and text search configuration."""
+    rng = random.Random(24)
+    vocabulary = " ".join(d["text"] for d in DEALER + LIBRARY).lower().replace(".", "").split()
+    vocabulary += ["yang", "dengan", "adalah", "berapa", "with", "about", "which", "garden"]
+    texts = [
+        " ".join(_mistyped(rng.choice(vocabulary), rng) for _ in range(rng.randint(1, 8)))
+        for _ in range(150)
+    ]
+    before = earlier_revision("0023").QUERY_CORRECTED.replace(
+        "FUNCTION query_corrected(", "FUNCTION pg_temp.corrected_0023("
+    )
+    corrected = respelled = 0
+    with psycopg.connect(module_dsn, autocommit=True) as conn:
+        conn.execute(before)
+        ids = [row[0] for row in conn.execute("SELECT id FROM collections ORDER BY id")]
+        for collection in ids:
+            for config in ("indonesian", "english", "simple"):
+                for text in texts:
+                    rows = {}
+                    for function in ("query_corrected", "pg_temp.corrected_0023"):
+                        cur = conn.execute(
+                            f"SELECT * FROM {function}(%s, %s::regconfig, %s)",  # noqa: S608
+                            (collection, config, text),
+                        )
+                        rows[function] = sorted(cur.fetchall(), key=repr)
+                    assert rows["query_corrected"] == rows["pg_temp.corrected_0023"], text
+                    corrected += sum(1 for r in rows["query_corrected"] if r[5] is not None)
+                    respelled += sum(1 for r in rows["query_corrected"] if r[6] is not None)
+    assert corrected > 100 and respelled > 100, (corrected, respelled)  # not empty against empty
+
+
 def test_without_tolerance_the_question_is_embedded_as_typed(dealer: TestClient[Any]) -> None:
     ranked, embedded = vector(dealer, "strict", "garnsi mesin")
     assert embedded == "garnsi mesin"
