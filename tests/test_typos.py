@@ -289,12 +289,14 @@ def _mistyped(word: str, rng: random.Random) -> str:
 def test_the_corrections_are_those_of_the_function_before(
     dealer: TestClient[Any], module_dsn: str
 ) -> None:
-    """Migration 0024's `query_corrected` (each lookup once a candidate) gives 0023's rows, row
+    """Migration 0024's `query_corrected` (each lookup once per candidate) gives 0023's rows, row
     for row: on questions of the collections' words, common words and stop words of both
-    languages, mistyped at random, in each collection and text search configuration."""
+    languages and a few of other scripts and shapes, mistyped at random, in each collection and
+    text search configuration."""
     rng = random.Random(24)
     vocabulary = " ".join(d["text"] for d in DEALER + LIBRARY).lower().replace(".", "").split()
     vocabulary += ["yang", "dengan", "adalah", "berapa", "with", "about", "which", "garden"]
+    vocabulary += ["naïve", "größe", "добрый", "日本語", "XJ9000", "e-mail", "l'eau"]
     texts = [
         " ".join(_mistyped(rng.choice(vocabulary), rng) for _ in range(rng.randint(1, 8)))
         for _ in range(150)
