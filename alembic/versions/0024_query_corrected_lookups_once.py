@@ -8,8 +8,8 @@ anew for every candidate: a sequential scan of `query_stopwords`, a hash table a
 buckets for each word. The candidate's df was read twice, for the filter and for the order; and
 each suspect's word as typed was found in `typed` three times.
 
-Now a candidate is analysed by `to_tsvector` directly, its lexeme checked against the question's
-stop words read once into an array; its df is one lateral probe of `bm25_terms`; a suspect's
+Now a candidate is analysed by `to_tsvector` directly, its lexeme checked against the language's
+query stop words, read once into an array; its df is one lateral probe of `bm25_terms`; a suspect's
 word as typed is one lateral lookup. The rows are 0023's, row for row (compared on the 400 real
 and misspelled questions of `bench.search` against its 100k-chunk collection and on 2,400
 analyses over the six collections of `bench.threshold`; `tests/test_typos.py` compares the two
@@ -87,7 +87,7 @@ QUERY_CORRECTED = rf"""
                     LEFT JOIN LATERAL (
                         SELECT a.lexeme
                         FROM unnest(tsvector_to_array(to_tsvector(config, g.word))) AS a (lexeme)
-                        WHERE a.lexeme <> ALL (ARRAY(  -- the question's own stop words, read once
+                        WHERE a.lexeme <> ALL (ARRAY(  -- the language's query stop words, once
                             SELECT p.lexeme FROM query_stopwords AS p WHERE p.language = config
                         ))
                     ) AS m ON true
