@@ -7,19 +7,19 @@
 -- vector side respells (`typed`, `word`) in the collection's own language (migration 0023): the
 -- same corrections, found once for both sides.
 SELECT l.language::oid AS language, w.lexeme, w.qtf, w.grp, w.alt, w.factor, w.typed, w.word
-FROM (
+FROM collections AS c
+CROSS JOIN LATERAL (
     SELECT s.language FROM (
-        SELECT language, chunks FROM bm25_sizes WHERE collection_id = %(collection_id)s
+        SELECT language, chunks FROM bm25_sizes WHERE collection_id = c.id
         UNION ALL
-        SELECT language, chunks FROM bm25_pending_sizes WHERE collection_id = %(collection_id)s
+        SELECT language, chunks FROM bm25_pending_sizes WHERE collection_id = c.id
     ) AS s
     GROUP BY s.language
     HAVING sum(s.chunks) > 0
     UNION
-    SELECT language FROM collections WHERE id = %(collection_id)s
+    SELECT c.language
 ) AS l
-CROSS JOIN collections AS c
-CROSS JOIN LATERAL query_corrected(%(collection_id)s, l.language, %(query)s) AS w
+CROSS JOIN LATERAL query_corrected(c.id, l.language, %(query)s) AS w
 WHERE c.id = %(collection_id)s
   AND (w.lexeme IS NOT NULL OR l.language = c.language)
 ORDER BY w.lexeme IS NULL, 1, 2, w.typed;
