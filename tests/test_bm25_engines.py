@@ -96,14 +96,8 @@ SELECT coalesce(sum(hashtext(v)::bigint), 0), count(*) FROM (
 ) AS rows
 """
 # The SQL engine's statement, reading that copy where it reads the `postings` table.
-ORACLE_FROM = (
-    "FROM postings AS o\n"
-    "            WHERE o.collection_id = %(collection_id)s AND o.lexeme = t.lexeme"
-)
-ORACLE_POSTINGS_FROM = (
-    "FROM pg_temp.oracle_postings AS o\n"
-    "            WHERE o.collection_id = %(collection_id)s AND o.lexeme = t.lexeme"
-)
+ORACLE_FROM = "FROM postings AS o\n"
+ORACLE_POSTINGS_FROM = "FROM pg_temp.oracle_postings AS o\n"
 
 
 @pytest.fixture
@@ -145,6 +139,7 @@ async def both(
     packed = await bm25.search(conn, ref.id, text, engine="cari_bm25", **args)
     await copy_postings(oracle, ref)
     statement = bm25.keyword_statement("sql", filters).as_string(oracle)
+    assert statement.count(ORACLE_FROM) == 1  # the one read of the posting rows
     cur = await oracle.execute(
         statement.replace(ORACLE_FROM, ORACLE_POSTINGS_FROM).encode(),
         {
