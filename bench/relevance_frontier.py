@@ -1,6 +1,6 @@
 """What the relevance evidence can do: answers' on-topic refusals against off-topic ones.
 
-    python -m bench.relevance_frontier [--small] [--fitted] [--out FILE]
+    python -m bench.relevance_frontier [--small] [--fitted | --joint] [--out FILE]
 
 Reads the evidence `bench.threshold` keeps (with `--small`, `bench.threshold_small`'s): each
 judged question's weighed chunks with cosine and word coverage, on-topic and against the other
@@ -20,6 +20,14 @@ share of all off-topic questions refused against each set's on-topic questions r
 39 asks for both at once: at least 95 % of off-topic questions refused, at most 3 % of each
 reporting set's on-topic ones. Query vectors come from `bench.quality`'s on-disk cache (the
 questions `bench.threshold` searched are there); the bundled questions' from the package.
+
+`--joint` replays, on one scale, the cosine and the word coverage read together: the dense
+curve reads `cosine + lambda * coverage` (the lexical curve stays), for each lambda of a grid.
+Each lambda's floor is the lowest (steps of 0.0005) at which the tuning sets refuse at least as
+many off-topic questions as the raw cosine at the configured floor; the lambda chosen is the one
+with the fewest tuning on-topic refusals there. It prints each set's figures with 95 % bootstrap
+intervals, and the on-topic refusals against the raw cosine's, question by question (the
+difference with its interval). Not with `--fitted`: the kept probes have no coverage.
 
 `--fitted` replays the answers as the server weighs them instead, on each collection's fitted
 scale (`cari.search.fit.place`, the shipped placement, from the configured floor of the grid),
@@ -55,6 +63,9 @@ from cari.settings import load_settings
 FLOORS = [round(0.76 + 0.005 * i, 3) for i in range(11)]
 ALPHAS = (0.0, 0.25, 0.5, 1.0)  # shares of the everyday baseline taken off the cosine; 0: raw
 FITTED_MOVES = [round(-0.01 + 0.005 * i, 3) for i in range(15)]  # from the configured floor
+JOINTS = (0.05, 0.1, 0.15, 0.2)  # coverage's weight beside the cosine (--joint)
+JOINT_MOVES = [round(0.0005 * i, 4) for i in range(121)]  # from the configured floor, upwards
+REPORTING = ("tydiqa-goldp-id/test", "cacm/test", "med/test", "adi/test")
 RESAMPLES = 2000
 SEED = 39
 TARGET_OFF = 0.95
@@ -166,10 +177,11 @@ def fitted(
     return scales
 
 
-def refused(question: Question, scale: Scale, shift: float) -> bool:
-    """Whether an answer says "no information": no weighed chunk reaches the threshold."""
+def refused(question: Question, scale: Scale, shift: float, joint: float = 0.0) -> bool:
+    """Whether an answer says "no information": no weighed chunk reaches the threshold (its
+    dense curve reading the cosine less `shift`, plus `joint` times its word coverage)."""
     scores = [
-        max(scale.dense(cosine - shift), lexical(coverage))
+        max(scale.dense(cosine - shift + joint * coverage), lexical(coverage))
         for cosine, coverage in zip(question.cosines, question.coverages, strict=True)
     ]
     return not any(keep(scores, THRESHOLD))
@@ -179,14 +191,21 @@ Outcomes = dict[str, list[tuple[bool, bool]]]  # group -> (on-topic?, refused?) 
 
 
 def outcomes(
-    found: Sequence[Question], alpha: float, centre: float, scale_of: Callable[[str], Scale]
+    found: Sequence[Question],
+    alpha: float,
+    centre: float,
+    scale_of: Callable[[str], Scale],
+    joint: float = 0.0,
 ) -> Outcomes:
-    """Per query set (and the tuning sets, all sets): each question's refusal, its cosines
-    shifted by `alpha` times its baseline less `centre`, on its collection's scale."""
+    """Per query set (and the tuning sets, the reporting sets, all sets): each question's
+    refusal, its cosines shifted by `alpha` times its baseline less `centre` and read with
+    `joint` times the coverage, on its collection's scale."""
     groups: Outcomes = {}
     for q in found:
-        outcome = (q.on_topic, refused(q, scale_of(q.target), alpha * (q.baseline - centre)))
-        names = [q.label, "all sets"] + (["tuning sets"] if q.label in TUNING else [])
+        shift = alpha * (q.baseline - centre)
+        outcome = (q.on_topic, refused(q, scale_of(q.target), shift, joint))
+        kind = "tuning sets" if q.label in TUNING else "reporting sets"
+        names = [q.label, "all sets"] + ([kind] if q.label in TUNING + REPORTING else [])
         for name in names:
             groups.setdefault(name, []).append(outcome)
     return groups
@@ -296,6 +315,57 @@ def fitted_scales(
     return report
 
 
+def joint_scale(found: Sequence[Question], floor: float, width: float) -> dict[str, Any]:
+    """The cosine and the coverage read together on one scale, against the raw cosine at the
+    configured floor."""
+
+    def run(joint: float, f: float) -> Outcomes:
+        scale = Scale(f, round(f + width, 4))
+        return outcomes(found, 0.0, 0.0, lambda _: scale, joint)
+
+    raw = run(0.0, floor)
+    reference = rates(raw)["tuning sets"]["off_topic_refused"]
+    print(line(f"raw cosine at the configured floor {floor}", rates(raw)) + "\n")
+    report: dict[str, Any] = {"raw": {"floor": floor, "rates": rates(raw)}}
+    chosen: dict[float, tuple[float, Outcomes]] = {}
+    for joint in JOINTS:
+        for move in JOINT_MOVES:
+            runs = run(joint, round(floor + move, 4))
+            if rates(runs)["tuning sets"]["off_topic_refused"] >= reference - 1e-9:
+                chosen[joint] = (round(floor + move, 4), runs)
+                break
+    for joint, (f, runs) in chosen.items():
+        print(line(f"cosine + {joint} x coverage, floor {f}", rates(runs)))
+        for label, pairs in runs.items():
+            on = [r for o, r in pairs if o]
+            off = [r for o, r in pairs if not o]
+            print(f"   {label:<22} on-topic {interval(on):>22}   off-topic {interval(off):>22}")
+        for group in ("tuning sets", "reporting sets", "cacm/test", "adi/test"):
+            if group in raw:
+                print("   " + paired(group, raw, runs))
+        print()
+        report[f"joint {joint}"] = {"floor": f, "rates": rates(runs)}
+    best = min(chosen, key=lambda j: rates(chosen[j][1])["tuning sets"]["on_topic_refused"])
+    print(f"chosen on the tuning sets (fewest on-topic refusals there): {best}")
+    report["chosen"] = best
+    return report
+
+
+def paired(group: str, before: Outcomes, after: Outcomes) -> str:
+    """A group's on-topic refusals after against before, question by question: the difference
+    with its 95 % bootstrap interval, and how many questions moved each way."""
+    was = np.array([r for o, r in before[group] if o], dtype=float)
+    now = np.array([r for o, r in after[group] if o], dtype=float)
+    rng = np.random.default_rng(SEED)
+    picks = rng.integers(0, len(was), (RESAMPLES, len(was)))
+    low, high = np.quantile((now[picks] - was[picks]).mean(axis=1), [0.025, 0.975])
+    return (
+        f"{group}: on-topic refused {was.mean():.1%} -> {now.mean():.1%}, difference "
+        f"{now.mean() - was.mean():+.1%} [{low:+.1%}, {high:+.1%}]; newly refused "
+        f"{int(((now == 1) & (was == 0)).sum())}, no longer {int(((was == 1) & (now == 0)).sum())}"
+    )
+
+
 def main() -> None:
     parser = harness.parser(__doc__)
     parser.add_argument(
@@ -304,8 +374,13 @@ def main() -> None:
     parser.add_argument(
         "--fitted", action="store_true", help="on the collections' fitted scales, probes shifted"
     )
+    parser.add_argument(
+        "--joint", action="store_true", help="the cosine and the word coverage read together"
+    )
     parser.add_argument("--out", type=Path, help="write the figures to this JSON file")
     args = parser.parse_args()
+    if args.fitted and args.joint:
+        parser.error("--joint replays one scale: the kept probes have no coverage")
     source = SMALL_EVIDENCE if args.small else EVIDENCE
     data = json.loads(source.read_text())
     yardstick = Yardstick.shipped()
@@ -319,6 +394,8 @@ def main() -> None:
         mean = np.mean([q.baseline for q in found if q.on_topic])
         print(f"baselines: bundled questions' {centre:.4f}, on-topic questions' {mean:.4f}")
         report = fitted_scales(found, probes, centre, floor, width)
+    elif args.joint:
+        report = joint_scale(found, floor, width)
     else:
         report = global_scale(found, width)
     if args.out is not None:

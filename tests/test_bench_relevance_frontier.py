@@ -7,7 +7,15 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from bench.relevance_frontier import ProbeBaselines, Question, fitted, outcomes, rates, refused
+from bench.relevance_frontier import (
+    ProbeBaselines,
+    Question,
+    fitted,
+    joint_scale,
+    outcomes,
+    rates,
+    refused,
+)
 
 from cari.search import fit
 from cari.search.relevance import Scale
@@ -58,3 +66,29 @@ def test_a_fitted_scale_is_placed_on_probes_shifted_as_the_questions_are() -> No
     (moved,) = fitted(found, 1.0, 0.80, base).values()
     assert moved.cosine_floor == pytest.approx(0.78)
     assert moved.cosine_ceiling == pytest.approx(0.96)
+
+
+def test_coverage_read_with_the_cosine_lifts_a_chunk_that_holds_the_words() -> None:
+    scale = Scale(0.80, 0.98)  # relevance 0.25 at 0.845
+    holding = Question("cacm/test", "cacm", True, np.array([0.84]), np.array([0.5]), 0.0)
+    assert refused(holding, scale, 0.0)
+    assert not refused(holding, scale, 0.0, joint=0.1)  # 0.84 + 0.05
+    bare = Question("cacm/test", "cacm", True, np.array([0.84]), np.array([0.0]), 0.0)
+    assert refused(bare, scale, 0.0, joint=0.1)
+
+
+def test_each_joint_floor_refuses_as_many_off_topic_tuning_questions_as_the_raw_cosine() -> None:
+    """An off-topic tuning question at cosine 0.85 holding half its words: the raw cosine
+    refuses none at the configured floor 0.80 (cut at 0.845), so every weight's floor is the
+    configured one, and an on-topic question lifted by its coverage is no longer refused."""
+    found = [
+        Question("cisi/test", "cranfield", False, np.array([0.85]), np.array([0.5]), 0.0),
+        Question("cacm/test", "cacm", True, np.array([0.84]), np.array([0.5]), 0.0),
+        Question("cisi/test", "cisi", True, np.array([0.90]), np.array([0.9]), 0.0),
+        Question("cacm/test", "cisi", False, np.array([0.70]), np.array([0.0]), 0.0),
+    ]
+    report = joint_scale(found, 0.80, 0.18)
+    assert report["raw"]["rates"]["cacm/test"]["on_topic_refused"] == 1.0
+    for joint in (0.05, 0.1, 0.15, 0.2):
+        assert report[f"joint {joint}"]["floor"] == 0.80
+        assert report[f"joint {joint}"]["rates"]["cacm/test"]["on_topic_refused"] == 0.0
