@@ -356,9 +356,8 @@ def paired(group: str, before: Outcomes, after: Outcomes) -> str:
     with its 95 % bootstrap interval, and how many questions moved each way."""
     was = np.array([r for o, r in before[group] if o], dtype=float)
     now = np.array([r for o, r in after[group] if o], dtype=float)
-    rng = np.random.default_rng(SEED)
-    picks = rng.integers(0, len(was), (RESAMPLES, len(was)))
-    low, high = np.quantile((now[picks] - was[picks]).mean(axis=1), [0.025, 0.975])
+    means = resampled_means(list(now - was), RESAMPLES, np.random.default_rng(SEED))
+    low, high = np.quantile(means, [0.025, 0.975])
     return (
         f"{group}: on-topic refused {was.mean():.1%} -> {now.mean():.1%}, difference "
         f"{now.mean() - was.mean():+.1%} [{low:+.1%}, {high:+.1%}]; newly refused "

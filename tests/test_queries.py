@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
 
-from cari.db.queries import _QUOTED_OR_COMMENT, SQL_DIR, _code, fragment, query
+from cari.db.queries import _QUOTED_OR_COMMENT, SQL_DIR, _code, _half_indented, fragment, query
 from cari.search.bm25 import Engine, keyword_statement
 
 
@@ -30,12 +30,7 @@ def test_a_statement_keeps_its_first_line_and_its_code(path: Path) -> None:
     sent = query(path.stem).splitlines()
     assert sent[0] == written[0]
     code = [line for line in written[1:] if line.strip() and not line.lstrip().startswith("--")]
-    assert [_halved(line.split(" --")[0].rstrip()) for line in code] == sent[1:]
-
-
-def _halved(line: str) -> str:
-    code = line.lstrip(" ")
-    return " " * ((len(line) - len(code)) // 2) + code  # rounded down
+    assert [_half_indented(line.split(" --")[0].rstrip()) for line in code] == sent[1:]
 
 
 @pytest.mark.parametrize("path", sorted(SQL_DIR.rglob("*.sql")), ids=lambda path: path.stem)

@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from bench.typos import misspell_word
 from litestar.testing import TestClient
 
 from cari import typos
@@ -271,19 +272,10 @@ def test_an_analysis_that_fails_fails_the_search_it_was_waited_for(
 
 
 def _mistyped(word: str, rng: random.Random) -> str:
-    """`word` with one edit after its first letter, or as it is, one time in two."""
+    """`word` as `bench.typos` misspells a word, or as it is, one time in two."""
     if len(word) < 3 or rng.random() < 0.5:
         return word
-    i = rng.randrange(1, len(word) - 1)
-    letter = rng.choice("abcdefghijklmnopqrstuvwxyz")
-    return rng.choice(
-        [
-            word[:i] + letter + word[i:],
-            word[:i] + word[i + 1 :],
-            word[:i] + letter + word[i + 1 :],
-            word[:i] + word[i + 1] + word[i] + word[i + 2 :],
-        ]
-    )
+    return misspell_word(word, rng)
 
 
 def test_the_corrections_are_those_of_the_function_before(

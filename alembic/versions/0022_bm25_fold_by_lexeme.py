@@ -26,7 +26,7 @@ Revises: 0021
 
 from alembic import op
 
-from cari.db.migrations import earlier_revision
+from cari.db.migrations import earlier_revision, edited
 
 revision = "0022"
 down_revision = "0021"
@@ -48,17 +48,8 @@ def downgrade() -> None:
     op.execute(_0018.FOLD)
 
 
-def _changed(function: str, *edits: tuple[str, str]) -> str:
-    """`function` with each (old, new) edit made, each old text found exactly once."""
-    for old, new in edits:
-        if function.count(old) != 1:
-            raise RuntimeError(f"revision 0018's bm25_fold has no single {old.strip()[:60]!r}")
-        function = function.replace(old, new)
-    return function
-
-
 # Revision 0018's function, changed where the docstring says; the rest is as it was.
-FOLD = _changed(
+FOLD = edited(
     _0018.FOLD,
     (
         """

@@ -24,7 +24,7 @@ Revises: 0023
 
 from alembic import op
 
-from cari.db.migrations import earlier_revision
+from cari.db.migrations import earlier_revision, edited
 
 revision = "0024"
 down_revision = "0023"
@@ -32,13 +32,6 @@ branch_labels = None
 depends_on = None
 
 _0023 = earlier_revision("0023")
-
-
-def _replaced(text: str, old: str, new: str) -> str:
-    """`text` with its one `old` replaced by `new` (an error when `old` is not there once)."""
-    if text.count(old) != 1:
-        raise ValueError(f"not found once in 0023's query_corrected: {old!r}")
-    return text.replace(old, new)
 
 
 # A suspect's word as typed: one lateral aggregate, where 0019's scalar subquery was evaluated
@@ -85,11 +78,13 @@ ANALYSED_ONCE = (
 """,
 )
 
-QUERY_CORRECTED = _0023.QUERY_CORRECTED.replace(
-    "CREATE FUNCTION query_corrected(", "CREATE OR REPLACE FUNCTION query_corrected("
+QUERY_CORRECTED = edited(
+    _0023.QUERY_CORRECTED,
+    ("CREATE FUNCTION query_corrected(", "CREATE OR REPLACE FUNCTION query_corrected("),
+    TYPED_ONCE,
+    DF_ONCE,
+    ANALYSED_ONCE,
 )
-for _old, _new in (TYPED_ONCE, DF_ONCE, ANALYSED_ONCE):
-    QUERY_CORRECTED = _replaced(QUERY_CORRECTED, _old, _new)
 
 
 def upgrade() -> None:

@@ -33,6 +33,17 @@ def earlier_revision(prefix: str) -> ModuleType:
     return module
 
 
+def edited(text: str, *edits: tuple[str, str]) -> str:
+    """An earlier revision's statement (`text`) with each (old, new) edit made: a migration
+    that changes a few lines of a function states only those. Each old text must be there
+    exactly once, or the edit would silently miss or hit twice."""
+    for old, new in edits:
+        if (found := text.count(old)) != 1:
+            raise RuntimeError(f"{old.strip()[:60]!r} found {found} times, not once")
+        text = text.replace(old, new)
+    return text
+
+
 # Alembic is imported where it runs: importing it loads SQLAlchemy (~0.4 s), which the modules
 # that only read the revision (/readyz, and the client through the API's structs) never need.
 
