@@ -1,6 +1,6 @@
 """What the relevance evidence can do: answers' on-topic refusals against off-topic ones.
 
-    python -m bench.relevance_frontier [--small] [--fitted | --joint] [--out FILE]
+    python -m bench.relevance_frontier [--small] [--fitted] [--joint] [--out FILE]
 
 Reads the evidence `bench.threshold` keeps (with `--small`, `bench.threshold_small`'s): each
 judged question's weighed chunks with cosine and word coverage, on-topic and against the other
@@ -8,7 +8,8 @@ subjects' collections. Replays answers (the first 10 fused chunks weighed, thres
 `cari.search.relevance.keep`) on one cosine scale of the configured width (0.18 by default) at
 each floor of a grid, for each kind of cosine:
 
-- alpha 0, the raw cosine, as the engine weighs it today;
+- alpha 0, the raw cosine, as the engine weighed it before it read the word coverage beside
+  it (every mode but `--fitted --joint` reads the cosine alone);
 - alpha above 0: the cosine less `alpha` times the question's own baseline, its mean cosine (query
   to query) with the bundled everyday questions (`cari.search.fit`), centred on that mean over
   every question of the run. A question that sits close to everything (long, generic wording)
@@ -27,7 +28,16 @@ Each lambda's floor is the lowest (steps of 0.0005) at which the tuning sets ref
 many off-topic questions as the raw cosine at the configured floor; the lambda chosen is the one
 with the fewest tuning on-topic refusals there. It prints each set's figures with 95 % bootstrap
 intervals, and the on-topic refusals against the raw cosine's, question by question (the
-difference with its interval). Not with `--fitted`: the kept probes have no coverage.
+difference with its interval).
+
+`--fitted --joint` chooses how the engine reads the two (`cari.search.relevance`'s
+`COVERAGE_LIFT` and `COVERAGE_CENTRE`), on the collections' fitted scales (the kept probes carry
+cosines alone: the centre is what keeps the fit's placement meaningful), in full and in small
+collections at once (both evidences; `--small` is ignored). For each lift, the centre is the
+lowest at which every size's tuning sets refuse at least as many off-topic questions as the
+cosine alone; the lift chosen has the fewest on-topic tuning refusals (the sizes' shares
+averaged), then the most off-topic ones. It prints each size's figures against the cosine
+alone's, question by question.
 
 `--fitted` replays the answers as the server weighs them instead, on each collection's fitted
 scale (`cari.search.fit.place`, the shipped placement, from the configured floor of the grid),
@@ -43,7 +53,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +67,7 @@ from bench.threshold import EVIDENCE, TUNING
 from bench.threshold_small import EVIDENCE as SMALL_EVIDENCE
 from cari.embed import LocalEmbedder
 from cari.search import fit
-from cari.search.relevance import Scale, keep, lexical
+from cari.search.relevance import Evidence, Scale, keep
 from cari.settings import load_settings
 
 FLOORS = [round(0.76 + 0.005 * i, 3) for i in range(11)]
@@ -65,6 +75,13 @@ ALPHAS = (0.0, 0.25, 0.5, 1.0)  # shares of the everyday baseline taken off the 
 FITTED_MOVES = [round(-0.01 + 0.005 * i, 3) for i in range(15)]  # from the configured floor
 JOINTS = (0.05, 0.1, 0.15, 0.2)  # coverage's weight beside the cosine (--joint)
 JOINT_MOVES = [round(0.0005 * i, 4) for i in range(121)]  # from the configured floor, upwards
+LIFTS = (
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+)  # shares of the scale's width per unit of coverage (--fitted --joint)
+CENTRES = [round(0.005 * i, 3) for i in range(121)]  # coverage read as no lift, upwards
 REPORTING = ("tydiqa-goldp-id/test", "cacm/test", "med/test", "adi/test")
 RESAMPLES = 2000
 SEED = 39
@@ -177,11 +194,26 @@ def fitted(
     return scales
 
 
-def refused(question: Question, scale: Scale, shift: float, joint: float = 0.0) -> bool:
-    """Whether an answer says "no information": no weighed chunk reaches the threshold (its
-    dense curve reading the cosine less `shift`, plus `joint` times its word coverage)."""
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """How the dense curve reads a chunk's cosine: less `shift`, plus `joint` times its word
+    coverage, then as `Scale.relevance` reads it with `lift` and `centre` (0: the cosine alone,
+    as the engine weighed it before issue 39's coverage reading)."""
+
+    shift: float = 0.0
+    joint: float = 0.0
+    lift: float = 0.0
+    centre: float = 0.0
+
+
+def refused(question: Question, scale: Scale, reading: Reading) -> bool:
+    """Whether an answer says "no information": no weighed chunk reaches the threshold."""
     scores = [
-        max(scale.dense(cosine - shift + joint * coverage), lexical(coverage))
+        scale.relevance(
+            Evidence(cosine - reading.shift + reading.joint * coverage, coverage),
+            lift=reading.lift,
+            centre=reading.centre,
+        )
         for cosine, coverage in zip(question.cosines, question.coverages, strict=True)
     ]
     return not any(keep(scores, THRESHOLD))
@@ -195,15 +227,15 @@ def outcomes(
     alpha: float,
     centre: float,
     scale_of: Callable[[str], Scale],
-    joint: float = 0.0,
+    reading: Reading = Reading(),
 ) -> Outcomes:
     """Per query set (and the tuning sets, the reporting sets, all sets): each question's
-    refusal, its cosines shifted by `alpha` times its baseline less `centre` and read with
-    `joint` times the coverage, on its collection's scale."""
+    refusal, its cosines shifted by `alpha` times its baseline less `centre` and read as
+    `reading` says, on its collection's scale."""
     groups: Outcomes = {}
     for q in found:
-        shift = alpha * (q.baseline - centre)
-        outcome = (q.on_topic, refused(q, scale_of(q.target), shift, joint))
+        shifted = replace(reading, shift=alpha * (q.baseline - centre))
+        outcome = (q.on_topic, refused(q, scale_of(q.target), shifted))
         kind = "tuning sets" if q.label in TUNING else "reporting sets"
         names = [q.label, "all sets"] + ([kind] if q.label in TUNING + REPORTING else [])
         for name in names:
@@ -224,7 +256,9 @@ def rates(groups: Outcomes) -> dict[str, dict[str, float]]:
 
 
 def interval(flags: Sequence[bool]) -> str:
-    """The share of true flags with its 95 % bootstrap interval."""
+    """The share of true flags with its 95 % bootstrap interval ("—" without flags)."""
+    if not flags:
+        return "—"
     values = [float(flag) for flag in flags]
     means = resampled_means(values, RESAMPLES, np.random.default_rng(SEED))
     low, high = np.quantile(means, [0.025, 0.975])
@@ -321,7 +355,7 @@ def joint_scale(found: Sequence[Question], floor: float, width: float) -> dict[s
 
     def run(joint: float, f: float) -> Outcomes:
         scale = Scale(f, round(f + width, 4))
-        return outcomes(found, 0.0, 0.0, lambda _: scale, joint)
+        return outcomes(found, 0.0, 0.0, lambda _: scale, Reading(joint=joint))
 
     raw = run(0.0, floor)
     reference = rates(raw)["tuning sets"]["off_topic_refused"]
@@ -348,6 +382,81 @@ def joint_scale(found: Sequence[Question], floor: float, width: float) -> dict[s
     best = min(chosen, key=lambda j: rates(chosen[j][1])["tuning sets"]["on_topic_refused"])
     print(f"chosen on the tuning sets (fewest on-topic refusals there): {best}")
     report["chosen"] = best
+    return report
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    """One size of collections' evidence: its questions and each collection's fitted scale."""
+
+    name: str
+    found: list[Question]
+    scales: dict[str, Scale]
+
+
+def joint_fitted(sizes: Sequence[Size]) -> dict[str, Any]:
+    """The cosine read with the word coverage (`Scale.relevance`'s lift and centre) on the
+    collections' fitted scales, in every size at once, against the cosine alone there."""
+    raw = {size.name: outcomes(size.found, 0.0, 0.0, size.scales.__getitem__) for size in sizes}
+    reference = {name: rates(r)["tuning sets"]["off_topic_refused"] for name, r in raw.items()}
+    report: dict[str, Any] = {}
+    for size in sizes:
+        print(line(f"{size.name}, the cosine alone", rates(raw[size.name])))
+        report[size.name] = {"cosine alone": rates(raw[size.name])}
+    print()
+
+    def run(size: Size, reading: Reading) -> Outcomes:
+        return outcomes(size.found, 0.0, 0.0, size.scales.__getitem__, reading)
+
+    chosen: dict[float, tuple[Reading, dict[str, Outcomes]]] = {}
+    for lift in LIFTS:
+        for centre in CENTRES:
+            reading = Reading(lift=lift, centre=centre)
+            runs = {size.name: run(size, reading) for size in sizes}
+            if all(
+                rates(runs[name])["tuning sets"]["off_topic_refused"] >= reference[name] - 1e-9
+                for name in runs
+            ):
+                chosen[lift] = (reading, runs)
+                break
+    for lift, (reading, runs) in chosen.items():
+        print(f"lift {lift}, centre {reading.centre} (the lowest at which every size's tuning")
+        print("sets refuse as many off-topic questions as the cosine alone):")
+        for size in sizes:
+            found = runs[size.name]
+            print("  " + line(size.name, rates(found)))
+            for label, pairs in found.items():
+                on = [r for o, r in pairs if o]
+                off = [r for o, r in pairs if not o]
+                print(
+                    f"     {label:<22} on-topic {interval(on):>22}   off-topic {interval(off):>22}"
+                )
+            for group in ("tuning sets", "reporting sets", "all sets", "cacm/test", "adi/test"):
+                if group in found:
+                    print("     " + paired(group, raw[size.name], found))
+            report[size.name][f"lift {lift}"] = {"centre": reading.centre, "rates": rates(found)}
+        print()
+
+    def tuning(lift: float) -> tuple[float, float]:
+        """The sizes' mean share of on-topic tuning questions refused, then of off-topic ones
+        (less is better): each size weighs the same, as the targets hold for each."""
+        found = [rates(runs)["tuning sets"] for runs in chosen[lift][1].values()]
+        on = float(np.mean([r["on_topic_refused"] for r in found]))
+        off = float(np.mean([r["off_topic_refused"] for r in found]))
+        return round(on, 9), -round(off, 9)
+
+    for lift in chosen:
+        on_share, off_share = tuning(lift)
+        print(
+            f"lift {lift}: tuning sets' refusals, mean of the sizes: on-topic {on_share:.2%}, "
+            f"off-topic {-off_share:.2%}"
+        )
+    best = min(chosen, key=tuning)
+    print(
+        f"chosen on the tuning sets (the fewest on-topic refusals, then the most off-topic "
+        f"ones): lift {best}, centre {chosen[best][0].centre}"
+    )
+    report["chosen"] = {"lift": best, "centre": chosen[best][0].centre}
     return report
 
 
@@ -378,15 +487,26 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, help="write the figures to this JSON file")
     args = parser.parse_args()
-    if args.fitted and args.joint:
-        parser.error("--joint replays one scale: the kept probes have no coverage")
-    source = SMALL_EVIDENCE if args.small else EVIDENCE
-    data = json.loads(source.read_text())
     yardstick = Yardstick.shipped()
-    found = asyncio.run(questions(data, yardstick))
-    print(f"{len(found)} searched questions from {source}\n")
     floor, ceiling = load_settings().cosine_scale(None)
     width = round(ceiling - floor, 3)  # the configured scale's
+    if args.fitted and args.joint:
+        sizes = []
+        for name, source in (("full collections", EVIDENCE), ("small collections", SMALL_EVIDENCE)):
+            data = json.loads(source.read_text())
+            found = asyncio.run(questions(data, yardstick))
+            probes = asyncio.run(probe_baselines(data, yardstick))
+            print(f"{name}: {len(found)} searched questions from {source}")
+            sizes.append(Size(name, found, fitted(probes, 0.0, 0.0, Scale(floor, ceiling))))
+        print()
+        report = joint_fitted(sizes)
+        if args.out is not None:
+            args.out.write_text(json.dumps(report, indent=1) + "\n")
+        return
+    source = SMALL_EVIDENCE if args.small else EVIDENCE
+    data = json.loads(source.read_text())
+    found = asyncio.run(questions(data, yardstick))
+    print(f"{len(found)} searched questions from {source}\n")
     if args.fitted:
         probes = asyncio.run(probe_baselines(data, yardstick))
         centre = float(yardstick.own.mean())

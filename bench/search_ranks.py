@@ -17,7 +17,8 @@ collection's fitted scale, as the server weighs it (`cari.search.fit`, the shipp
   its questions (off-topic: question and collection pairs); and nDCG@10 of what passes against
   the same list uncut;
 - each relevance on the same evidence: `before` (the previous formula, linear, word coverage
-  gated at 0.6: the same-run baseline), `max` (the shipped curves, the larger of the two) and
+  gated at 0.6: the same-run baseline), `cosine alone` (the curves before the dense one read
+  the word coverage beside the cosine), `max` (the shipped curves, the larger of the two) and
   `either` (the curves' probabilistic sum: 1 - (1 - dense)(1 - lexical)).
 
 Tuning sets (TyDi dev, Cranfield, CISI) and reporting sets (TyDi test, CACM, MED, ADI) are
@@ -65,6 +66,7 @@ def before(scale: Scale, cosine: float | None, coverage: float) -> float:
 
 VARIANTS: dict[str, Relevance] = {
     "before": before,
+    "cosine alone": lambda s, c, v: s.relevance(Evidence(c, v), "max", lift=0.0),
     "max": lambda s, c, v: s.relevance(Evidence(c, v), "max"),
     "either": lambda s, c, v: s.relevance(Evidence(c, v), "either"),
 }
@@ -75,7 +77,7 @@ def variant(quarter: float, combine: str) -> Relevance:
     `quarter` + 0.1), combined by the larger or by the probabilistic sum."""
 
     def relevance(scale: Scale, cosine: float | None, coverage: float) -> float:
-        dense = scale.dense(cosine)
+        dense = scale.dense(Evidence(cosine, coverage))
         lexical = curve(coverage, quarter, quarter + 0.1)
         return max(dense, lexical) if combine == "max" else 1 - (1 - dense) * (1 - lexical)
 
@@ -225,10 +227,10 @@ def report(data: dict[str, Any], groups: dict[str, list[str]]) -> tuple[str, dic
             row = found[f"answers_{side}_topic_no_information"]
             lines.append(f"  {name:<22} " + "".join(f"{percent(row[n]):>26}" for n in VARIANTS))
     lines += ["", "answers: nDCG@10 of the sources passing 0.25 against the same list uncut"]
-    lines.append(f"  {'':<22} " + "".join(f"{n:>10}" for n in VARIANTS))
+    lines.append(f"  {'':<22} " + "".join(f"{n:>14}" for n in VARIANTS))
     for name, found in figures.items():
         row = found["answers_ndcg10_change"]
-        lines.append(f"  {name:<22} " + "".join(f"{row[n]:>+10.4f}" for n in VARIANTS))
+        lines.append(f"  {name:<22} " + "".join(f"{row[n]:>+14.4f}" for n in VARIANTS))
     return "\n".join(lines), figures
 
 

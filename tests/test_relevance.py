@@ -8,30 +8,54 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from cari.search.relevance import Evidence, Scale, band, evidence, keep
+from cari.search.relevance import (
+    COVERAGE_CENTRE,
+    COVERAGE_LIFT,
+    Evidence,
+    Scale,
+    band,
+    evidence,
+    keep,
+)
 from tests.conftest import app_client
 from tests.fake_openai import FakeOpenAI
 
 SCALE = Scale(cosine_floor=0.8, cosine_ceiling=0.98)
+CENTRE = COVERAGE_CENTRE  # the coverage at which the cosine is read as it is
+LIFT = COVERAGE_LIFT * 0.18  # the cosine read higher per unit of coverage on SCALE
 
 
 @pytest.mark.parametrize(
     ("cosine", "coverage", "expected"),
     [
-        (0.80, 0.0, 0.1),  # the floor
-        (0.845, 0.0, 0.25),  # a quarter of the way: the default answer threshold
-        (0.89, 0.0, 0.5),  # halfway
-        (0.935, 0.0, 0.75),
-        (0.98, 0.0, 0.9),  # the ceiling
+        (0.80, CENTRE, 0.1),  # the floor
+        (0.845, CENTRE, 0.25),  # a quarter of the way: the default answer threshold
+        (0.89, CENTRE, 0.5),  # halfway
+        (0.935, CENTRE, 0.75),
+        (0.98, CENTRE, 0.9),  # the ceiling
+        (0.845 - LIFT * (0.5 - CENTRE), 0.5, 0.25),  # half the words: read closer
+        (0.845 + LIFT * CENTRE, 0.0, 0.25),  # none of them: read further
         (None, 0.7, 0.25),  # keyword mode: coverage alone
         (None, 0.8, 0.5),
         (None, 1.0, 0.9),  # every query word, e.g. a SKU the embedder does not know
-        (0.89, 0.7, 0.5),  # the larger of the two
+        (0.89 - LIFT * (0.7 - CENTRE), 0.7, 0.5),  # the larger of the two
         (0.70, 1.0, 0.9),
     ],
 )
 def test_scale(cosine: float | None, coverage: float, expected: float) -> None:
     assert SCALE.relevance(Evidence(cosine, coverage)) == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_cosine_is_read_with_the_word_coverage_beside_it() -> None:
+    """More of the question's words never lower a chunk's relevance, and they count below the
+    lexical curve's reach: a short record holding half of them reads as a closer passage."""
+    coverages = [i / 100 for i in range(101)]
+    dense = [SCALE.dense(Evidence(0.84, c)) for c in coverages]
+    assert all(a < b for a, b in pairwise(dense))
+    half = SCALE.relevance(Evidence(0.84, 0.5))
+    assert SCALE.relevance(Evidence(0.84, 0.0)) < 0.25 < half  # lexical alone: 0.04
+    assert SCALE.relevance(Evidence(0.84, 0.5), lift=0.0) < 0.25  # the cosine alone refused it
+    assert SCALE.dense(Evidence(None, 1.0)) == 0.0  # keyword mode: no cosine to read
 
 
 def test_no_evidence_is_a_gate_every_piece_counts_smoothly() -> None:
@@ -50,7 +74,8 @@ def test_no_evidence_is_a_gate_every_piece_counts_smoothly() -> None:
     assert max(b - a for a, b in pairwise(lexical)) < 0.03
     # Either piece of evidence alone may make a chunk relevant; both never make it less so.
     assert SCALE.relevance(Evidence(0.845, 0.7)) >= 0.25
-    assert SCALE.relevance(Evidence(0.845, 0.7), "either") == pytest.approx(1 - 0.75 * 0.75)
+    at_quarter = Evidence(0.845 - LIFT * (0.7 - CENTRE), 0.7)  # each curve reads 0.25
+    assert SCALE.relevance(at_quarter, "either") == pytest.approx(1 - 0.75 * 0.75)
 
 
 @pytest.mark.parametrize(
@@ -152,6 +177,15 @@ def test_search_ranks_and_answers_refuse(dsn: str) -> None:
         assert found["explain"]["threshold"] is None
         (kept,) = found["explain"]["sub_queries"][0]["kept"]
         assert kept["band"] == result["band"] and "lexical" in kept
+        # The cosine is read with the word coverage beside it: every word held lifts it.
+        worded = search(query="return an item within days", explain=True)["explain"]
+        (held,) = worded["sub_queries"][0]["kept"]
+        scale = Scale(**{k: v for k, v in worded["relevance_scale"].items() if k != "source"})
+        read = Evidence(held["cosine"], held["coverage"])
+        assert held["coverage"] == 1.0
+        assert held["dense"] == pytest.approx(scale.dense(read), abs=1e-3)
+        assert held["dense"] > scale.dense(read, lift=0.0) + 0.05
+        assert held["relevance"] == pytest.approx(scale.relevance(read), abs=1e-3)
         # An off-topic question is ranked too, and its band says what it is worth.
         (other,) = search(query="Who painted the ceiling of the Sistine Chapel?")["results"]
         assert other["band"] == "weak" and other["relevance"] < 0.25

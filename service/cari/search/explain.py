@@ -87,7 +87,7 @@ def _part(part: Part, plan: Plan, default_scale: relevance.Scale) -> SubQueryExp
             "relevance": score,
             "band": relevance.band(score),
             "cosine": None if found.cosine is None else round(found.cosine, 4),
-            "dense": round(scale.dense(found.cosine), 4),
+            "dense": round(scale.dense(found), 4),
             "coverage": round(found.coverage, 4),
             "lexical": round(relevance.lexical(found.coverage), 4),
         }
