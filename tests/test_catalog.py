@@ -18,6 +18,8 @@ from cari.catalog.store import item_text
 from cari.db.vector_space import space
 from cari.runtime import make_pool
 from cari.schema.catalog import CatalogItemIn
+from cari.search import structured
+from cari.search.engine import Searcher
 from cari.settings import LOCAL_EMBEDDING_DIMENSION as DIMENSION
 from tests.conftest import app_client, settings_for
 from tests.fake_openai import FakeOpenAI, vector_for
@@ -341,6 +343,31 @@ def test_search_names_the_product(shop: TestClient[Any], dsn: str) -> None:
     assert len({h.item.sku for h in hits}) == len(hits) == 3  # one hit per item
 
     assert [h.item.sku for h in search(dsn, "honda civic", limit=1)[0]] == ["CVC-RS"]
+
+
+def test_the_products_are_found_beside_the_chunks(
+    shop: TestClient[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The structured sources need the question's routes, not its chunks: the catalog is
+    searched while the chunks are fetched (here the fetch waits for the catalog search to
+    begin, which one after the other would never do)."""
+    begun = asyncio.Event()
+    sources, fetch = structured.sources, Searcher._chunk_results
+
+    async def catalog_first(*args: Any) -> Any:
+        begun.set()
+        return await sources(*args)
+
+    async def fetch_beside(self: Searcher, *args: Any) -> Any:
+        await asyncio.wait_for(begun.wait(), timeout=60)
+        return await fetch(self, *args)
+
+    monkeypatch.setattr(structured, "sources", catalog_first)
+    monkeypatch.setattr(Searcher, "_chunk_results", fetch_beside)
+    post(shop, "documents", {"documents": [{"id": "d", "text": "Honda Veloz dijual murah."}]})
+    found = post(shop, "search", {"query": "harga honda veloz"})
+    assert found["results"][0]["id"] == "catalog:VLZ-15-Q"
+    assert "d" in [r["document_id"] for r in found["results"][1:]]
 
 
 @pytest.mark.parametrize("text", ["berapa harga CVC-RS?", "cicilan (cvc-rs)", "CVC-RS"])

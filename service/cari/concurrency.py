@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
 
 
 async def all_or_none(*awaitables: Awaitable[T]) -> list[T]:
@@ -25,3 +27,9 @@ async def all_or_none(*awaitables: Awaitable[T]) -> list[T]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Two awaitables of different types side by side, all or none (`all_or_none`)."""
+    a, b = await all_or_none(first, second)
+    return cast(A, a), cast(B, b)

@@ -33,7 +33,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from cari import synonyms, typos
-from cari.concurrency import all_or_none
+from cari.concurrency import all_or_none, both
 from cari.db.keyword_engine import KeywordEngine
 from cari.db.queries import query
 from cari.db.replicas import Node, Reads
@@ -171,16 +171,28 @@ class Searcher:
         _slowest(parts, timings)
 
         merged = _interleave([part.kept for part in parts], plan.top_k)
-        chunks = await _timed(timings, "fetch", self._chunk_results(pool, merged, parts))
-        if rerank and chunks:
-            chunks = await _timed(timings, "rerank", self._rerank(text, chunks, top_k, warnings))
-        del chunks[top_k:]
+
+        async def ranked() -> list[SearchResult]:
+            chunks = await _timed(timings, "fetch", self._chunk_results(pool, merged, parts))
+            if rerank and chunks:
+                chunks = await _timed(
+                    timings, "rerank", self._rerank(text, chunks, top_k, warnings)
+                )
+            return chunks[:top_k]
+
         routes = list(_union_routes(parts))
-        found = structured.Found([], {})
         if request.structured and set(routes) - {"knowledge"}:
-            found = await _timed(
-                timings, "structured", self._structured(pool, collection, plan, text, parts, top_k)
+            # The structured sources need the routes, not the chunks: found side by side.
+            chunks, found = await both(
+                ranked(),
+                _timed(
+                    timings,
+                    "structured",
+                    self._structured(pool, collection, plan, text, parts, top_k),
+                ),
             )
+        else:
+            chunks, found = await ranked(), structured.Found([], {})
         timings["total"] = (time.perf_counter() - started) * 1000
         metrics.observe_search(plan.mode, timings, degraded)
         return SearchResponse(
