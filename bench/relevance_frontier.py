@@ -75,12 +75,8 @@ ALPHAS = (0.0, 0.25, 0.5, 1.0)  # shares of the everyday baseline taken off the 
 FITTED_MOVES = [round(-0.01 + 0.005 * i, 3) for i in range(15)]  # from the configured floor
 JOINTS = (0.05, 0.1, 0.15, 0.2)  # coverage's weight beside the cosine (--joint)
 JOINT_MOVES = [round(0.0005 * i, 4) for i in range(121)]  # from the configured floor, upwards
-LIFTS = (
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-)  # shares of the scale's width per unit of coverage (--fitted --joint)
+# Shares of the scale's width the cosine is read higher per unit of coverage (--fitted --joint).
+LIFTS = (0.25, 0.5, 0.75, 1.0)
 CENTRES = [round(0.005 * i, 3) for i in range(121)]  # coverage read as no lift, upwards
 REPORTING = ("tydiqa-goldp-id/test", "cacm/test", "med/test", "adi/test")
 RESAMPLES = 2000
@@ -265,6 +261,14 @@ def interval(flags: Sequence[bool]) -> str:
     return f"{np.mean(values):.1%} [{low:.1%}, {high:.1%}]"
 
 
+def print_intervals(groups: Outcomes, indent: str) -> None:
+    """Each group's on-topic and off-topic refusals with their 95 % bootstrap intervals."""
+    for label, pairs in groups.items():
+        on = [r for o, r in pairs if o]
+        off = [r for o, r in pairs if not o]
+        print(f"{indent}{label:<22} on-topic {interval(on):>22}   off-topic {interval(off):>22}")
+
+
 def line(name: str, rates: dict[str, dict[str, float]]) -> str:
     cells = " ".join(
         f"{label.split('/')[0][:5]}{'/' + label.split('/')[1][:3] if 'tydi' in label else ''}"
@@ -338,10 +342,7 @@ def fitted_scales(
             ),
         )
         print(line(f"{name}, floor {chosen} (chosen on the tuning sets)", grid[chosen]))
-        for label, pairs in runs[chosen].items():
-            on = [r for o, r in pairs if o]
-            off = [r for o, r in pairs if not o]
-            print(f"   {label:<22} on-topic {interval(on):>22}   off-topic {interval(off):>22}")
+        print_intervals(runs[chosen], "   ")
         for f, found_rates in grid.items():
             print("   " + line(f"floor {f}", found_rates))
         print()
@@ -370,10 +371,7 @@ def joint_scale(found: Sequence[Question], floor: float, width: float) -> dict[s
                 break
     for joint, (f, runs) in chosen.items():
         print(line(f"cosine + {joint} x coverage, floor {f}", rates(runs)))
-        for label, pairs in runs.items():
-            on = [r for o, r in pairs if o]
-            off = [r for o, r in pairs if not o]
-            print(f"   {label:<22} on-topic {interval(on):>22}   off-topic {interval(off):>22}")
+        print_intervals(runs, "   ")
         for group in ("tuning sets", "reporting sets", "cacm/test", "adi/test"):
             if group in raw:
                 print("   " + paired(group, raw, runs))
@@ -425,12 +423,7 @@ def joint_fitted(sizes: Sequence[Size]) -> dict[str, Any]:
         for size in sizes:
             found = runs[size.name]
             print("  " + line(size.name, rates(found)))
-            for label, pairs in found.items():
-                on = [r for o, r in pairs if o]
-                off = [r for o, r in pairs if not o]
-                print(
-                    f"     {label:<22} on-topic {interval(on):>22}   off-topic {interval(off):>22}"
-                )
+            print_intervals(found, "     ")
             for group in ("tuning sets", "reporting sets", "all sets", "cacm/test", "adi/test"):
                 if group in found:
                     print("     " + paired(group, raw[size.name], found))
