@@ -64,6 +64,7 @@ from bench.embedding_cache import CachingEmbedder
 from bench.harness import DATASETS, load_queries, resampled_means
 from bench.search_ranks import ANSWER_WEIGHED, THRESHOLD
 from bench.threshold import EVIDENCE, TUNING
+from bench.threshold import fitted as placed
 from bench.threshold_small import EVIDENCE as SMALL_EVIDENCE
 from cari.embed import LocalEmbedder
 from cari.search import fit
@@ -192,12 +193,12 @@ def fitted(
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    """How the dense curve reads a chunk's cosine: less `shift`, plus `joint` times its word
-    coverage, then as `Scale.relevance` reads it with `lift` and `centre` (0: the cosine alone,
-    as the engine weighed it before issue 39's coverage reading)."""
+    """How the dense curve reads a chunk's cosine: less `shift`, then as `Scale.relevance`
+    reads it with `lift` and `centre` (lift 0: the cosine alone, as the engine weighed it
+    before issue 39's coverage reading; `--joint`'s cosine + lambda x coverage is lift lambda
+    / width, centre 0)."""
 
     shift: float = 0.0
-    joint: float = 0.0
     lift: float = 0.0
     centre: float = 0.0
 
@@ -206,7 +207,7 @@ def refused(question: Question, scale: Scale, reading: Reading) -> bool:
     """Whether an answer says "no information": no weighed chunk reaches the threshold."""
     scores = [
         scale.relevance(
-            Evidence(cosine - reading.shift + reading.joint * coverage, coverage),
+            Evidence(cosine - reading.shift, coverage),
             lift=reading.lift,
             centre=reading.centre,
         )
@@ -356,7 +357,7 @@ def joint_scale(found: Sequence[Question], floor: float, width: float) -> dict[s
 
     def run(joint: float, f: float) -> Outcomes:
         scale = Scale(f, round(f + width, 4))
-        return outcomes(found, 0.0, 0.0, lambda _: scale, Reading(joint=joint))
+        return outcomes(found, 0.0, 0.0, lambda _: scale, Reading(lift=joint / width))
 
     raw = run(0.0, floor)
     reference = rates(raw)["tuning sets"]["off_topic_refused"]
@@ -488,9 +489,9 @@ def main() -> None:
         for name, source in (("full collections", EVIDENCE), ("small collections", SMALL_EVIDENCE)):
             data = json.loads(source.read_text())
             found = asyncio.run(questions(data, yardstick))
-            probes = asyncio.run(probe_baselines(data, yardstick))
             print(f"{name}: {len(found)} searched questions from {source}")
-            sizes.append(Size(name, found, fitted(probes, 0.0, 0.0, Scale(floor, ceiling))))
+            scales = placed(data, Scale(floor, ceiling), fit.PLACEMENT)
+            sizes.append(Size(name, found, scales))
         print()
         report = joint_fitted(sizes)
         if args.out is not None:

@@ -75,9 +75,9 @@ def test_coverage_read_with_the_cosine_lifts_a_chunk_that_holds_the_words() -> N
     scale = Scale(0.80, 0.98)  # relevance 0.25 at 0.845
     holding = Question("cacm/test", "cacm", True, np.array([0.84]), np.array([0.5]), 0.0)
     assert refused(holding, scale, Reading())
-    assert not refused(holding, scale, Reading(joint=0.1))  # 0.84 + 0.05
+    assert not refused(holding, scale, Reading(lift=0.1 / 0.18))  # 0.84 + 0.05
     bare = Question("cacm/test", "cacm", True, np.array([0.84]), np.array([0.0]), 0.0)
-    assert refused(bare, scale, Reading(joint=0.1))
+    assert refused(bare, scale, Reading(lift=0.1 / 0.18))
 
 
 def test_each_joint_floor_refuses_as_many_off_topic_tuning_questions_as_the_raw_cosine() -> None:
