@@ -393,6 +393,19 @@ class Size:
     scales: dict[str, Scale]
 
 
+def fitted_sizes(yardstick: Yardstick, base: Scale) -> list[Size]:
+    """Both evidences, full and small collections, each collection's scale placed from `base`
+    as the server places it."""
+    sizes = []
+    for name, source in (("full collections", EVIDENCE), ("small collections", SMALL_EVIDENCE)):
+        data = json.loads(source.read_text())
+        found = asyncio.run(questions(data, yardstick))
+        print(f"{name}: {len(found)} searched questions from {source}")
+        sizes.append(Size(name, found, placed(data, base, fit.PLACEMENT)))
+    print()
+    return sizes
+
+
 def joint_fitted(sizes: Sequence[Size]) -> dict[str, Any]:
     """The cosine read with the word coverage (`Scale.relevance`'s lift and centre) on the
     collections' fitted scales, in every size at once, against the cosine alone there."""
@@ -485,32 +498,22 @@ def main() -> None:
     floor, ceiling = load_settings().cosine_scale(None)
     width = round(ceiling - floor, 3)  # the configured scale's
     if args.fitted and args.joint:
-        sizes = []
-        for name, source in (("full collections", EVIDENCE), ("small collections", SMALL_EVIDENCE)):
-            data = json.loads(source.read_text())
-            found = asyncio.run(questions(data, yardstick))
-            print(f"{name}: {len(found)} searched questions from {source}")
-            scales = placed(data, Scale(floor, ceiling), fit.PLACEMENT)
-            sizes.append(Size(name, found, scales))
-        print()
-        report = joint_fitted(sizes)
-        if args.out is not None:
-            args.out.write_text(json.dumps(report, indent=1) + "\n")
-        return
-    source = SMALL_EVIDENCE if args.small else EVIDENCE
-    data = json.loads(source.read_text())
-    found = asyncio.run(questions(data, yardstick))
-    print(f"{len(found)} searched questions from {source}\n")
-    if args.fitted:
-        probes = asyncio.run(probe_baselines(data, yardstick))
-        centre = float(yardstick.own.mean())
-        mean = np.mean([q.baseline for q in found if q.on_topic])
-        print(f"baselines: bundled questions' {centre:.4f}, on-topic questions' {mean:.4f}")
-        report = fitted_scales(found, probes, centre, floor, width)
-    elif args.joint:
-        report = joint_scale(found, floor, width)
+        report = joint_fitted(fitted_sizes(yardstick, Scale(floor, ceiling)))
     else:
-        report = global_scale(found, width)
+        source = SMALL_EVIDENCE if args.small else EVIDENCE
+        data = json.loads(source.read_text())
+        found = asyncio.run(questions(data, yardstick))
+        print(f"{len(found)} searched questions from {source}\n")
+        if args.fitted:
+            probes = asyncio.run(probe_baselines(data, yardstick))
+            centre = float(yardstick.own.mean())
+            mean = np.mean([q.baseline for q in found if q.on_topic])
+            print(f"baselines: bundled questions' {centre:.4f}, on-topic questions' {mean:.4f}")
+            report = fitted_scales(found, probes, centre, floor, width)
+        elif args.joint:
+            report = joint_scale(found, floor, width)
+        else:
+            report = global_scale(found, width)
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=1) + "\n")
 
