@@ -17,8 +17,6 @@ says so once, naming what to install, and returns None: the SQL statement serves
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import logging
 import os
@@ -26,12 +24,12 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from cari.db.resources import folder
 from cari.errors import Unbuildable
+from cari.files import locked
 
 NAME = "cari_bm25"
 # Changed when the way it is built changes, so every folder built the old way is rebuilt.
@@ -117,7 +115,7 @@ def build_in(root: Path, pg_config: Path, src: Path | None = None) -> Built:
     make, compiler = _tools(pg_config)
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)  # as root the embedded server runs as a user of its own, who reads it
-    with _locked(root / ".lock"):
+    with locked(root / ".lock"):
         if final.is_dir():  # another process built it while this one waited
             return Built(final, version)
         for stale in root.glob(".build-*"):  # a build killed half way: none runs but this one
@@ -263,13 +261,3 @@ def _readable(out: Path) -> None:
     """Readable by everyone: as root the embedded server runs as a user of its own."""
     for path in [out, *out.rglob("*")]:
         path.chmod(0o755 if path.is_dir() or path.suffix == ".so" else 0o644)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as file:
-        fcntl.flock(file, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(file, fcntl.LOCK_UN)
