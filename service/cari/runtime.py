@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from cari.db.replicas import Reads
 from cari.db.statements import RecordingCursor
 from cari.db.supervisor import supervise
 from cari.embed import Embedder, Embedders, LocalEmbedder, OpenAIEmbedder, check_settings
+from cari.errors import EmbedderUnavailable
 from cari.ingest.pipeline import Ingestor, backfill_embeddings
 from cari.observability import metrics
 from cari.search import fit
@@ -44,6 +46,8 @@ from cari.search.collection_rows import CollectionRows
 from cari.search.engine import Searcher
 from cari.search.rerank import Reranker
 from cari.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +149,7 @@ async def open_runtime(
             keyword_engine=engine,
         )
         if serving:  # entered last: stopped first, before anything it uses is closed
+            await _load(embedder)
             await stack.enter_async_context(_upkeep(runtime))
         yield runtime
 
@@ -165,6 +170,17 @@ async def _upkeep(rt: Runtime) -> AsyncIterator[None]:
             tasks.start_soon(supervise, settings.data_dir, rt.pool)
         yield
         tasks.cancel_scope.cancel()
+
+
+async def _load(embedder: Embedder) -> None:
+    """Load (the first time in a data folder, convert) the local model before serving, so no
+    question waits for it. One that cannot be loaded is logged; requests that need it are then
+    answered with its reason (EmbedderUnavailable), and everything else is served."""
+    if isinstance(embedder, LocalEmbedder):
+        try:
+            await to_thread.run_sync(embedder.load)
+        except EmbedderUnavailable as exc:
+            log.error("%s", exc.message)
 
 
 def make_embedder(settings: Settings) -> Embedder:

