@@ -127,7 +127,7 @@ def test_the_fp32_graph_is_the_model(
 
     path = tmp_path / "fp32.onnx"
     save(graph.build(packed), str(path))
-    fp32 = engine.Engine(engine.session(path, 1), tokenizer)
+    fp32 = engine.Engine(engine.session(path), tokenizer)
     for query in (True, False):
         ours = fp32.embed(corpus_texts(), query=query)
         assert np.sum(ours * reference[query], axis=1).min() > 0.9997
@@ -143,7 +143,7 @@ def test_the_conversion_gives_the_models_vectors(
     assert manifest["known_vectors_min_cosine"] >= convert.MIN_COSINE
     assert not list(model.parent.parent.glob(".convert-*"))
     packed = weights.Weights(weights.source())
-    int8 = engine.Engine(engine.session(model, 1), Tokenizer(packed.tokens))
+    int8 = engine.Engine(engine.session(model), Tokenizer(packed.tokens))
     for query in (True, False):
         cosines = np.sum(int8.embed(corpus_texts(), query=query) * reference[query], axis=1)
         assert cosines.min() > 0.99 and cosines.mean() > 0.996, (query, cosines.min())

@@ -263,7 +263,7 @@ class _Onnx:
         model = convert.prepared(data_dir)
         packed = weights.Weights(weights.source())
         self._engine = engine.Engine(
-            engine.session(model, threads=1),
+            engine.session(model),
             tokenizer.Tokenizer(packed.tokens),
             packed.shape.max_positions,
         )

@@ -132,7 +132,7 @@ def convert(into: Path) -> None:
 
 def _known_vectors_cosine(model: Path, tokenizer: Tokenizer) -> float:
     """The lowest cosine between the model's vectors and the shipped reference vectors."""
-    engine = Engine(session(model, 1), tokenizer)
+    engine = Engine(session(model), tokenizer)
     worst = 1.0
     with np.load(KNOWN_VECTORS, allow_pickle=False) as known:
         for is_query in (True, False):

