@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-PAGES = sorted([README, ROOT / "CHANGELOG.md", *(ROOT / "docs").glob("*.md")])
+PAGES = sorted([README, ROOT / "CHANGELOG.md", *(ROOT / "docs").rglob("*.md")])
 SERVE = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/cari serve"
 
 FENCE = re.compile(r"^\s*(```|~~~)")
