@@ -99,6 +99,24 @@ def build(weights: Weights) -> onnx.ModelProto:
     # Right-padded: each text's length is its mask's sum.
     g.node("ReduceSum", ["attention_mask", "one"], "lengths", keepdims=0)
 
+    def linear_add_norm(
+        value: str, residual: str, linear: str, norm: str, rows: int, columns: int
+    ) -> str:
+        """LayerNorm(residual + value @ W + b): the node `linear/MatMul` (named so that
+        `cari.e5.convert` can keep it in fp32), then one fused SkipLayerNormalization."""
+        g.constant(linear + "_w", fp32(linear + ".w", rows, columns).T)
+        product = g.node("MatMul", [value, linear + "_w"], linear)
+        g.constant(linear + "_b", fp32(linear + ".b", rows))
+        g.constant(norm + "_w", fp32(norm + ".w", h))
+        g.constant(norm + "_b", fp32(norm + ".b", h))
+        return g.node(
+            "SkipLayerNormalization",
+            [product, residual, norm + "_w", norm + "_b", linear + "_b"],
+            norm + "_out",
+            contrib=True,
+            epsilon=eps,
+        )
+
     for layer in range(shape.layers):
         p = f"l{layer}."
         qkv = np.concatenate([fp32(p + m + ".w", h, h).T for m in "qkv"], axis=1)
@@ -111,34 +129,12 @@ def build(weights: Weights) -> onnx.ModelProto:
             contrib=True,
             num_heads=shape.heads,
         )
-        g.constant(p + "ao_w", fp32(p + "ao.w", h, h).T)
-        out = g.node("MatMul", [attention, p + "ao_w"], p + "ao")
-        g.constant(p + "ao_b", fp32(p + "ao.b", h))
-        g.constant(p + "aln_w", fp32(p + "aln.w", h))
-        g.constant(p + "aln_b", fp32(p + "aln.b", h))
-        x1 = g.node(
-            "SkipLayerNormalization",
-            [out, x, p + "aln_w", p + "aln_b", p + "ao_b"],
-            p + "x1",
-            contrib=True,
-            epsilon=eps,
-        )
+        x1 = linear_add_norm(attention, x, p + "ao", p + "aln", h, h)
         g.constant(p + "fi_w", fp32(p + "fi.w", ff, h).T)
         g.constant(p + "fi_b", fp32(p + "fi.b", ff))
         inner = g.node("MatMul", [x1, p + "fi_w"], p + "fi")
         gelu = g.node("BiasGelu", [inner, p + "fi_b"], p + "gelu", contrib=True)
-        g.constant(p + "fo_w", fp32(p + "fo.w", h, ff).T)
-        down = g.node("MatMul", [gelu, p + "fo_w"], p + "fo")
-        g.constant(p + "fo_b", fp32(p + "fo.b", h))
-        g.constant(p + "oln_w", fp32(p + "oln.w", h))
-        g.constant(p + "oln_b", fp32(p + "oln.b", h))
-        x = g.node(
-            "SkipLayerNormalization",
-            [down, x1, p + "oln_w", p + "oln_b", p + "fo_b"],
-            p + "x2",
-            contrib=True,
-            epsilon=eps,
-        )
+        x = linear_add_norm(gelu, x1, p + "fo", p + "oln", h, ff)
 
     # Masked mean over each text's tokens.
     g.node("Cast", ["attention_mask"], "mask", to=TensorProto.FLOAT)
