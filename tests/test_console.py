@@ -450,6 +450,10 @@ def test_a_split_question_shows_its_sub_queries(browser: WebDriver, server: str)
     assert {part for part in parts if any(f"(sub-query “{part}”)" in why for why in whys)} == set(
         parts
     )
+    # ... the one whose relevance the result shows (where both kept it, the one it came from).
+    for result, why in zip(found["results"], whys, strict=True):
+        shown_relevance = f"{round(result['relevance'], 2):g}"  # as the page prints it
+        assert f"relevance {shown_relevance}," in why, (result, why)
 
 
 def test_a_misspelled_question_shows_the_text_embedded(browser: WebDriver, server: str) -> None:

@@ -81,11 +81,18 @@ export function highlight(text, question) {
   return fragment;
 }
 
-// Every chunk the threshold weighed, by id: its evidence and the sub-query that kept it.
+// Every chunk the threshold weighed, by id: its evidence and the sub-query that kept it. Where
+// several kept a chunk, it is the one the search merged it from (rank 1 of every sub-query, then
+// rank 2, ...), whose relevance the result shows.
 function weighed(explain) {
   const found = new Map();
-  for (const part of explain?.sub_queries || []) {
-    for (const entry of part.kept) found.set(entry.id, { ...entry, query: part.query });
+  const parts = explain?.sub_queries || [];
+  const longest = Math.max(0, ...parts.map((part) => part.kept.length));
+  for (let rank = 0; rank < longest; rank++) {
+    for (const part of parts) {
+      const entry = part.kept[rank];
+      if (entry && !found.has(entry.id)) found.set(entry.id, { ...entry, query: part.query });
+    }
   }
   return found;
 }
