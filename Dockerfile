@@ -37,9 +37,12 @@ RUN pip install --no-cache-dir --no-deps . && rm -rf /src
 # the data folder: a new volume mounted at /data starts with it, so the embedded server serves
 # keyword search with it and the image needs no compiler (they leave in this same layer). On a
 # folder mounted from the host, Cari finds no compiler, says so, and the SQL statement serves.
+# The local model is converted there too (cari.e5.convert, checked against its known vectors),
+# so a container starts serving without the first start's ~10 s conversion.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev make \
     && python -c 'from cari.db import embedded, extension; import pathlib, sys; sys.exit(extension.build(pathlib.Path("/data"), embedded.client_tool("pg_config")) is None)' \
+    && python -c 'from cari.e5 import convert; import pathlib; convert.prepared(pathlib.Path("/data"))' \
     && chown -R cari:cari /data \
     && apt-get purge -y gcc libc6-dev make \
     && apt-get autoremove -y \

@@ -196,6 +196,19 @@ def test_image_carries_the_keyword_extension_built_into_its_data_dir() -> None:
     assert f"apt-get purge -y {installed.group(1)}" in step
 
 
+def test_image_carries_the_local_model_converted_into_its_data_dir() -> None:
+    """Converted in the step that hands CARI_DATA_DIR to the user who serves: a new volume
+    starts with it, and a failed conversion (an exception) fails the image build."""
+    instructions = _instructions()
+    package = _index(instructions, "RUN", r"pip install .*--no-deps \.")
+    converted = _index(instructions, "RUN", r"convert\.prepared\(")
+    assert package < converted < _index(instructions, "USER", _user())
+    step = instructions[converted][1]
+    env = dict(re.findall(r"(\w+)=(\S+)", " ".join(a for n, a in instructions if n == "ENV")))
+    assert f'convert.prepared(pathlib.Path("{env["CARI_DATA_DIR"]}"))' in step
+    assert step.index("convert.prepared(") < step.index(f"chown -R {_user()}:{_user()}")
+
+
 def _wheel_sources() -> list[str]:
     """What hatchling builds the wheel from: pyproject.toml, the readme, the package folders and
     the folders force-included into it."""
