@@ -96,7 +96,9 @@ async def before(ingestor: Ingestor, collection: str, sources: Sequence[files.In
         try:
             await lock.execute(vector_index_drop_statement(width))
             try:
-                return await bulk._ingest(ingestor, collection, sources, 256, 2, lambda _: None)
+                return await bulk._ingest(
+                    ingestor, collection, sources, 256, 2, lambda _: None, Tally()
+                )
             finally:
                 async with lock.transaction():
                     await lock.execute(vector_indexes_statement(ingestor.settings))

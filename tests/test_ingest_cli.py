@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from cari.ingest import files
-from cari.ingest.bulk import BATCH_TEXT_CHARACTERS, _next_batch, failure_reason
+from cari.ingest.bulk import _next_batch, failure_reason
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import chunk
 from cari.ingest.store import NewDocument
@@ -212,6 +212,44 @@ def test_killed_ingest_leaves_no_partial_document(
     )
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_ingest_keeps_what_it_stored_and_says_so(
+    signum: int, tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    """Ctrl-C (or a kill's SIGTERM) mid-load: the batches stored stay, the one in flight is
+    stored whole or not at all, the summary says what was stored and how to go on, and the
+    exit status is a shell's for that signal (130, 143). The rerun stores the rest."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(30):
+        (corpus / f"doc{i:02}.txt").write_text(f"Document {i} about harbour number {i}.")
+    fake.delay = 0.3  # each batch waits on the embedder: the signal lands mid-load
+    env = cli_env(clean_env, dsn, fake)
+    args = ["ingest", str(corpus), "-c", "s", "--create", "--batch-size", "2", "--workers", "1"]
+    process = subprocess.Popen(
+        [*CARI, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while counts(dsn)[0] < 4:
+        assert process.poll() is None, "ingest finished before it could be stopped"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signum, stderr
+    stored, chunks, unembedded = counts(dsn)
+    assert 4 <= stored < 30 and chunks == stored and unembedded == 0
+    assert f"stopped: {stored} documents ({stored} new, 0 updated, 0 unchanged)" in stderr
+    assert "run the same command again to go on" in stderr
+    assert "Aborted" not in stderr and "Traceback" not in stderr
+
+    fake.delay = 0
+    resumed = cari(args, env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"30 documents ({30 - stored} new, 0 updated, {stored} unchanged)" in resumed.stderr
+    assert counts(dsn) == (30, 30, 0)
+
+
 def test_embedder_down_then_reembed(
     tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
 ) -> None:
@@ -314,15 +352,25 @@ def test_bulk_load_rebuilds_the_vector_index(
 
 
 def test_a_batch_ends_at_its_size_or_once_it_holds_enough_text() -> None:
-    third = BATCH_TEXT_CHARACTERS // 3 + 1
+    limit = 3_000
+    third = limit // 3 + 1
     sizes = [third, third, third, third, 10, 10]
     documents = iter(
-        NewDocument(f"d{i}", "", [Section("x" * size)], {}, None) for i, size in enumerate(sizes)
+        (NewDocument(f"d{i}", "", [Section("x" * size)], {}, None), 100 * (i + 1))
+        for i, size in enumerate(sizes)
     )
-    batches = [[d.external_id for d in _next_batch(documents, 5)] for _ in range(3)]
-    assert batches == [["d0", "d1", "d2"], ["d3", "d4", "d5"], []]
-    documents = iter(NewDocument(f"d{i}", "", [Section("x")], {}, None) for i in range(3))
-    assert [d.external_id for d in _next_batch(documents, 2)] == ["d0", "d1"]
+    batches = [_next_batch(documents, 5, limit) for _ in range(3)]
+    assert [[d.external_id for d in b.documents] for b in batches if b] == [
+        ["d0", "d1", "d2"],
+        ["d3", "d4", "d5"],
+    ]
+    assert batches[2] is None
+    # Each says how far into the sources the load is once it is done, and what text it holds.
+    done = [(b.reaches, b.characters) for b in batches if b]
+    assert done == [(300, 3 * third), (600, third + 20)]
+    documents = iter((NewDocument(f"d{i}", "", [Section("x")], {}, None), i) for i in range(3))
+    two = _next_batch(documents, 2, limit)
+    assert two and [d.external_id for d in two.documents] == ["d0", "d1"]
 
 
 def test_a_load_leaves_its_bm25_statistics_folded(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from functools import partial
 from typing import TYPE_CHECKING
 
+import anyio
 import click
 
 from cari.cli.common import run, settings, user_errors
@@ -83,26 +85,53 @@ def ingest(
         # fast embedder").
         batch_size = LOCAL_BATCH_SIZE if config.embedder == "local" else SERVICE_BATCH_SIZE
 
-    async def work(rt: Runtime) -> Tally:
+    from cari.ingest.bulk import Tally
+
+    tally = Tally()
+    stopped_by: list[int] = []  # the signal that stopped the load, if one did
+
+    async def work(rt: Runtime) -> None:
         from cari.search import fit
 
-        tally = await _ingest(
-            rt,
-            collection,
-            sources,
-            create_language=language if create else None,
-            create_embedder=embedder,
-            batch_size=batch_size,
-            workers=workers,
-            defer_index=bulk,
-        )
+        started = time.monotonic()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_stop_on_signal, tasks.cancel_scope, stopped_by)
+            await _ingest(
+                rt,
+                collection,
+                sources,
+                create_language=language if create else None,
+                create_embedder=embedder,
+                batch_size=batch_size,
+                workers=workers,
+                defer_index=bulk,
+                tally=tally,
+            )
+            tasks.cancel_scope.cancel()  # done: stop listening for signals
+        _summarize(tally, time.monotonic() - started, stopped=bool(stopped_by))
+        if stopped_by:
+            return
         # A first load, or one that doubled the collection: its relevance scale is fitted anew.
         if await fit.refit_stale(rt.pool, rt.embedders, rt.settings, collection):
             click.echo(f"fitted the relevance scale of '{collection}' to its content", err=True)
-        return tally
 
-    if run(work, config, batch=True).failures:
+    run(work, config, batch=True)
+    if stopped_by:  # as a shell reports a command a signal ended: 130 for Ctrl-C, 143 a kill
+        raise SystemExit(128 + stopped_by[0])
+    if tally.failures:
         raise SystemExit(1)
+
+
+async def _stop_on_signal(scope: anyio.CancelScope, stopped_by: list[int]) -> None:
+    """At the first Ctrl-C or SIGTERM, cancel `scope`: the batches being embedded are dropped
+    and those being written finish (each is stored whole or not at all). A second signal
+    finds Python's own handling again and quits at once."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            stopped_by.append(signum)
+            click.echo("\nstopping: keeping what is stored (again to quit at once)…", err=True)
+            scope.cancel()
+            return
 
 
 @click.command(help="Embed chunks stored without vectors (e.g. while the embedder was down).")
@@ -175,7 +204,10 @@ async def _ingest(
     batch_size: int,
     workers: int,
     defer_index: bool,
-) -> Tally:
+    tally: Tally,
+) -> None:
+    """Load `sources`, counting into `tally`, with a progress bar of the sources' bytes done
+    (stored, unchanged or failed; the text read stands for a file's bytes)."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -188,27 +220,27 @@ async def _ingest(
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
-        TextColumn("{task.fields[documents]} docs · {task.fields[chunks]} chunks"),
-        TextColumn("· {task.fields[rate]:.1f} chunks/s"),
+        TextColumn("{task.fields[documents]} docs · {task.fields[chunks]} chunks stored"),
+        TextColumn("· {task.fields[embedded]} embedded, {task.fields[rate]:.1f}/s"),
         TimeRemainingColumn(),
         console=Console(stderr=True),
         transient=False,
     ) as progress:
         task = progress.add_task(
-            f"ingest → {collection}", total=total, documents=0, chunks=0, rate=0.0
+            f"ingest → {collection}", total=total, documents=0, chunks=0, embedded=0, rate=0.0
         )
 
         def show(tally: Tally) -> None:
-            elapsed = max(time.monotonic() - started, 1e-6)
             progress.update(
                 task,
-                completed=tally.bytes_read,
+                completed=tally.bytes_done,
                 documents=tally.documents,
                 chunks=tally.chunks,
-                rate=tally.chunks / elapsed,
+                embedded=tally.embedded,
+                rate=tally.embedded / max(time.monotonic() - started, 1e-6),
             )
 
-        tally = await ingest_sources(
+        await ingest_sources(
             rt.ingestor,
             collection,
             sources,
@@ -216,11 +248,9 @@ async def _ingest(
             workers=workers,
             defer_index=defer_index,
             on_progress=show,
+            tally=tally,
         )
-        progress.update(task, completed=total or tally.bytes_read)
         show(tally)
-    _summarize(tally, time.monotonic() - started)
-    return tally
 
 
 async def _ensure_collection(
@@ -247,14 +277,19 @@ async def _ensure_collection(
         await cari.collection.create(conn, spec, config)
 
 
-def _summarize(tally: Tally, seconds: float) -> None:
+def _summarize(tally: Tally, seconds: float, *, stopped: bool) -> None:
     rate = tally.chunks / seconds if seconds > 0 else 0.0
     say = partial(click.echo, err=True)
     say(
-        f"{tally.documents} documents ({tally.created} new, {tally.updated} updated, "
-        f"{tally.unchanged} unchanged), {tally.chunks} chunks in {seconds:.1f} s "
-        f"({rate:.1f} chunks/s)"
+        f"{'stopped: ' if stopped else ''}{tally.documents} documents ({tally.created} new, "
+        f"{tally.updated} updated, {tally.unchanged} unchanged), {tally.chunks} chunks "
+        f"{'stored ' if stopped else ''}in {seconds:.1f} s ({rate:.1f} chunks/s)"
     )
+    if stopped:
+        say(
+            "the rest was not stored: run the same command again to go on (what is stored "
+            "is skipped as unchanged)"
+        )
     for warning in tally.warnings:
         say(f"warning: {warning}")
     if tally.not_embedded:

@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice
 from typing import Any
 
@@ -31,9 +32,14 @@ from cari.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# A batch also ends once its documents hold this much text (about 500 chunks of English), so a
-# batch of long documents stays a short transaction and a small loss when a load is killed.
-BATCH_TEXT_CHARACTERS = 1_000_000
+# A batch also ends once its documents hold as much text as the load stored in about BATCH_S
+# at the rate measured so far (the first one: FIRST_BATCH_CHARACTERS, ~25 chunks of English),
+# never more than MAX_BATCH_CHARACTERS (~800 chunks). Each batch is a transaction: with the local
+# model (~12 chunks/s on 2 cores) a fixed 1 MB batch embedded for over a minute before anything
+# was stored, so an interrupted first load kept nothing and its progress stood still.
+BATCH_S = 10.0
+FIRST_BATCH_CHARACTERS = 32_000
+MAX_BATCH_CHARACTERS = 1_000_000
 # The BM25 statistics deltas of a load are folded this often (and at its end), not after every
 # batch: reads add the pending deltas, so they stay exact meanwhile.
 COMPACT_EVERY_S = 5.0
@@ -41,15 +47,28 @@ COMPACT_EVERY_S = 5.0
 
 @dataclass(slots=True)
 class Tally:
+    """What a load has done so far: every count is of work stored (committed), but `embedded`,
+    which counts chunks embedded, stored or still in a batch in flight."""
+
     documents: int = 0
     chunks: int = 0
     created: int = 0
     updated: int = 0
     unchanged: int = 0
     not_embedded: int = 0
-    bytes_read: int = 0
+    embedded: int = 0
+    # How far into the sources (bytes of their files) every document is done: stored,
+    # unchanged or failed.
+    bytes_done: int = 0
     failures: list[Failure] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Batch:
+    documents: list[NewDocument]
+    characters: int  # of text
+    reaches: int  # bytes into the sources once its documents are done
 
 
 async def ingest_sources(
@@ -61,8 +80,11 @@ async def ingest_sources(
     workers: int,
     defer_index: bool = False,
     on_progress: Callable[[Tally], None] = lambda _: None,
+    tally: Tally | None = None,
 ) -> Tally:
     """Ingest every source; failures are collected, never raised, so the rest continue.
+    `tally` (a new one if None) counts the work as it is done, so a caller that cancels the
+    load knows what was stored: each batch is stored whole or not at all.
 
     With `defer_index` the HNSW index of the collection's width is dropped for the load and
     rebuilt once at the end (also when the load fails; a killed load's index is rebuilt by the
@@ -83,8 +105,10 @@ async def ingest_sources(
     per new one; partitions would change every statement and key of the chunks table. Both
     stay possible if loads into shared widths must be fast.
     """
+    tally = Tally() if tally is None else tally
+    load = partial(_ingest, ingestor, collection, sources, batch_size, workers, on_progress, tally)
     if not defer_index:
-        return await _ingest(ingestor, collection, sources, batch_size, workers, on_progress)
+        return await load()
     settings = ingestor.settings
     dsn = ingestor.pool.conninfo
     assert isinstance(dsn, str), "cari.runtime.make_pool gives a pool its DSN"
@@ -107,14 +131,10 @@ async def ingest_sources(
                     "other collections store %d-dimension vectors: the load keeps their index",
                     width.dimension,
                 )
-                return await _ingest(
-                    ingestor, collection, sources, batch_size, workers, on_progress
-                )
+                return await load()
             await lock.execute(vector_index_drop_concurrently(width))
             try:
-                return await _ingest(
-                    ingestor, collection, sources, batch_size, workers, on_progress
-                )
+                return await load()
             finally:
                 with anyio.CancelScope(shield=True):
                     await _rebuild(lock, width, settings)
@@ -138,22 +158,29 @@ async def _ingest(
     batch_size: int,
     workers: int,
     on_progress: Callable[[Tally], None],
+    tally: Tally,
 ) -> Tally:
-    tally = Tally()
     documents = _documents(sources, ingestor.settings.max_document_bytes, tally, on_progress)
-    send, receive = anyio.create_memory_object_stream[list[NewDocument]](workers)
+    send, receive = anyio.create_memory_object_stream[_Batch](workers)
+    limit = FIRST_BATCH_CHARACTERS  # of text a batch, from the rate measured so far
 
     async def produce() -> None:
         async with send:
-            while batch := await anyio.to_thread.run_sync(_next_batch, documents, batch_size):
+            while batch := await anyio.to_thread.run_sync(
+                _next_batch, documents, batch_size, limit
+            ):
                 await send.send(batch)
 
     next_compaction = time.monotonic() + COMPACT_EVERY_S
 
-    async def work(batches: anyio.abc.ObjectReceiveStream[list[NewDocument]]) -> None:
-        nonlocal next_compaction
+    async def work(batches: anyio.abc.ObjectReceiveStream[_Batch]) -> None:
+        nonlocal next_compaction, limit
         async for batch in batches:
-            await _ingest_batch(ingestor, collection, batch, tally)
+            started = time.monotonic()
+            await _ingest_batch(ingestor, collection, batch.documents, tally, on_progress)
+            rate = batch.characters / max(time.monotonic() - started, 1e-3)
+            limit = round(min(max(rate * BATCH_S, FIRST_BATCH_CHARACTERS), MAX_BATCH_CHARACTERS))
+            tally.bytes_done = max(tally.bytes_done, batch.reaches)
             on_progress(tally)
             if time.monotonic() >= next_compaction:
                 next_compaction = time.monotonic() + COMPACT_EVERY_S
@@ -181,12 +208,15 @@ async def _compact(ingestor: Ingestor, collection: str) -> None:
 
 def _documents(
     sources: Sequence[InputFile], max_bytes: int, tally: Tally, on_progress: Callable[[Tally], None]
-) -> Iterator[NewDocument]:
+) -> Iterator[tuple[NewDocument, int]]:
+    """The sources' documents, each with how far into the sources (bytes of their files) the
+    load is once it is done."""
     done = 0
     # One run stores one version of each id: later duplicates are failures, whatever the batch
     # size or the number of workers (two folders may both hold a README.md).
     first_seen: dict[str, str] = {}
     for source in sources:
+        text = 0
         for item in files.read(source, max_bytes):
             if isinstance(item, Failure):
                 tally.failures.append(item)
@@ -202,10 +232,10 @@ def _documents(
                 on_progress(tally)
             else:
                 first_seen[item.external_id] = item.source or source.name
-                tally.bytes_read += sum(len(s.text) for s in item.sections)
-                yield item
-        done += source.size or 0
-        tally.bytes_read = max(tally.bytes_read, done)
+                text += sum(len(s.text) for s in item.sections)
+                # Text read stands for the file's bytes: a file's markup makes them differ.
+                yield item, done + min(text, source.size or text)
+        done += source.size or text
 
 
 def failure_reason(exc: Exception, settings: Settings) -> str:
@@ -222,29 +252,40 @@ def failure_reason(exc: Exception, settings: Settings) -> str:
     return " ".join(str(exc).split())
 
 
-def _next_batch(documents: Iterator[NewDocument], size: int) -> list[NewDocument]:
-    """Up to `size` documents, fewer once they hold `BATCH_TEXT_CHARACTERS` of text."""
-    batch: list[NewDocument] = []
-    text = 0
-    for document in islice(documents, size):
-        batch.append(document)
-        text += sum(len(s.text) for s in document.sections)
-        if text >= BATCH_TEXT_CHARACTERS:
+def _next_batch(
+    documents: Iterator[tuple[NewDocument, int]], size: int, characters: int
+) -> _Batch | None:
+    """Up to `size` documents, fewer once they hold `characters` of text; None when none are
+    left."""
+    batch = _Batch([], 0, 0)
+    for document, reaches in islice(documents, size):
+        batch.documents.append(document)
+        batch.characters += sum(len(s.text) for s in document.sections)
+        batch.reaches = reaches
+        if batch.characters >= characters:
             break
-    return batch
+    return batch if batch.documents else None
 
 
 async def _ingest_batch(
-    ingestor: Ingestor, collection: str, batch: list[NewDocument], tally: Tally
+    ingestor: Ingestor,
+    collection: str,
+    batch: list[NewDocument],
+    tally: Tally,
+    on_progress: Callable[[Tally], None],
 ) -> None:
+    def embedded(count: int) -> None:
+        tally.embedded += count
+        on_progress(tally)
+
     try:
-        result = await ingestor.ingest(collection, batch, compact=False)
+        result = await ingestor.ingest(collection, batch, compact=False, on_embedded=embedded)
     except (CariError, psycopg.Error, PoolTimeout) as exc:
         if len(batch) > 1 and not isinstance(exc, psycopg.OperationalError | PoolTimeout):
             # Likely one document's fault (a language PostgreSQL does not know, a value it
             # refuses): each is tried alone, so only the faulty ones are reported.
             for document in batch:
-                await _ingest_batch(ingestor, collection, [document], tally)
+                await _ingest_batch(ingestor, collection, [document], tally, on_progress)
             return
         reason = failure_reason(exc, ingestor.settings)
         tally.failures.extend(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,12 +74,17 @@ class Ingestor:
         *,
         compact: bool = True,
         embedding_budget_s: float | None = None,
+        on_embedded: Callable[[int], None] | None = None,
     ) -> BatchResult:
         """Store the changed documents, each whole; `compact` as `store.write_documents`.
 
         With `embedding_budget_s` (an HTTP write), no further texts are sent to the embedder
         once that much time has gone: the chunks left are stored without vectors, for the
-        server's background embedding (`backfill_embeddings`).
+        server's background embedding (`backfill_embeddings`). `on_embedded` is told how many
+        chunks each slice of the embedding gave (a load's progress).
+
+        Once the write begins it finishes, cancelled or not (it is a short transaction): a
+        cancelled caller's documents are stored whole, or, if cancelled before, not at all.
         """
         result = BatchResult()
         async with self.pool.connection() as conn:
@@ -90,7 +95,7 @@ class Ingestor:
 
         embedder = self.embedders.get(collection.embedder)
         chunked = await anyio.to_thread.run_sync(self._chunk_all, embedder, changed)
-        vectors = await self._embed(embedder, chunked, result, embedding_budget_s)
+        vectors = await self._embed(embedder, chunked, result, embedding_budget_s, on_embedded)
 
         prepared, offset = [], 0
         for document, chunks in zip(changed, chunked, strict=True):
@@ -99,8 +104,11 @@ class Ingestor:
             prepared.append(store.PreparedDocument(document, chunks, own))
         statuses: dict[str, Status] = {}
         if prepared:
-            async with self.pool.connection() as conn:
-                statuses = await store.write_documents(conn, collection, prepared, compact=compact)
+            with anyio.CancelScope(shield=True):
+                async with self.pool.connection() as conn:
+                    statuses = await store.write_documents(
+                        conn, collection, prepared, compact=compact
+                    )
         for item in prepared:
             status = statuses[item.document.external_id]
             done = status != "unchanged"
@@ -135,15 +143,18 @@ class Ingestor:
         chunked: Sequence[Sequence[NewChunk]],
         result: BatchResult,
         budget_s: float | None,
+        on_embedded: Callable[[int], None] | None,
     ) -> list[np.ndarray | None] | None:
         """A vector per chunk in order (None: embedded later), or None when the embedder is
-        down. Within a budget the texts go in slices sized from the rate so far, each to take
-        about `SLICE_S`, and the slice in flight when the budget ends is abandoned: a hung
-        embedder (a 60 s timeout, retried) would otherwise hold the write for minutes."""
+        down. Within a budget, or reporting progress, the texts go in slices sized from the
+        rate so far, each to take about `SLICE_S`; the slice in flight when the budget ends is
+        abandoned: a hung embedder (a 60 s timeout, retried) would otherwise hold the write
+        for minutes."""
         texts = [store.embedding_text(c.title, c.content) for chunks in chunked for c in chunks]
         vectors: list[np.ndarray | None] = []
         started = time.monotonic()
-        size = len(texts) if budget_s is None else FIRST_SLICE
+        sliced = budget_s is not None or on_embedded is not None
+        size = FIRST_SLICE if sliced else len(texts)
         try:
             while len(vectors) < len(texts):
                 if budget_s is not None and vectors and time.monotonic() - started >= budget_s:
@@ -155,7 +166,9 @@ class Ingestor:
                 if slice_scope.cancelled_caught:
                     break
                 vectors.extend(part)
-                if budget_s is not None:
+                if on_embedded is not None:
+                    on_embedded(len(part))
+                if sliced:
                     rate = len(part) / max(time.monotonic() - begun, 1e-3)
                     size = min(max(int(rate * SLICE_S), FIRST_SLICE), MAX_SLICE)
         except EmbedderUnavailable as exc:
