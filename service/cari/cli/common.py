@@ -13,11 +13,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import wraps
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+import anyio
 import click
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from cari.cli.priority import lowered, own_session
+from cari.cli.priority import lowered, own_session, warn_when_starved
 from cari.db import database as db
 from cari.db import migrations
 from cari.errors import CariError
@@ -89,7 +90,13 @@ def run(
 
     async def main() -> R:
         async with open_runtime(config, dsn=dsn) as rt:
-            return await work(rt)
+            if not (batch and config.batch_niceness > 0 and config.embedder == "local"):
+                return await work(rt)
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(warn_when_starved, config.batch_niceness)
+                result = await work(rt)
+                tasks.cancel_scope.cancel()
+            return result
 
     with lowered(config.batch_niceness if batch else 0):
         return asyncio.run(main())

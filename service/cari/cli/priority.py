@@ -14,6 +14,10 @@ sessions). It forks: the job goes on in the child, in a new session, and the par
 caller's process group, passing on the signals it gets (Ctrl-C, Ctrl-Z, a `kill`) and the
 child's exit status.
 
+A job at a lowered niceness on a busy machine can get almost no CPU: one typed at a terminal
+beside other work showed no progress for 12 minutes. With the local model (whose work is this
+process's) it is measured every STARVED_WINDOW_S, and the job says so once, naming the setting.
+
 `cari serve` asks for short time slices (Linux >= 6.12, EEVDF's custom slice). A question wakes
 the server's threads many times (the model's threads between its parallel steps, the event
 loop on each reply): with the default slice (0.7 ms times 1 + log2 of the cores) each wakeup
@@ -34,8 +38,12 @@ import signal
 import struct
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+
+import anyio
+import click
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +58,10 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # struct sched_attr, its first version (48 bytes): size, policy, flags, nice, priority,
 # runtime, deadline, period.
 SCHED_ATTR = struct.Struct("=IIQiIQQQ")
+# A batch job that got less than STARVED_SHARE of one core over STARVED_WINDOW_S while the
+# machine had more runnable work than cores is being starved.
+STARVED_WINDOW_S = 15.0
+STARVED_SHARE = 0.25
 
 
 def _autogroup_nice() -> int | None:
@@ -169,3 +181,32 @@ def ask_short_slices(microseconds: int) -> bool:
             log.info("could not ask for short time slices: %s", os.strerror(error))
             return False
     return True
+
+
+def starved(cpu_s: float, wall_s: float, load: float, cores: int) -> bool:
+    """Whether a job that wanted the CPU throughout (it computes the local model) got too
+    little of it on a machine busier than its cores."""
+    return wall_s > 0 and cpu_s / wall_s < STARVED_SHARE and load > cores
+
+
+def starved_warning(cpu_s: float, wall_s: float, load: float, cores: int, niceness: int) -> str:
+    return (
+        f"warning: this job got {cpu_s:.1f} s of CPU in the last {wall_s:.0f} s: the machine is "
+        f"busy (load {load:.1f} on {cores} cores) and the job runs at niceness {niceness} "
+        "(CARI_BATCH_NICENESS), so that other work, a `cari serve` first, keeps the CPU. "
+        "CARI_BATCH_NICENESS=0 runs it at their priority."
+    )
+
+
+async def warn_when_starved(niceness: int) -> None:
+    """Say once, on stderr, that this batch job is starved (`starved`), and how to stop it."""
+    cores = len(os.sched_getaffinity(0))
+    cpu, since = time.process_time(), time.monotonic()
+    while True:
+        await anyio.sleep(STARVED_WINDOW_S)
+        used, wall = time.process_time() - cpu, time.monotonic() - since
+        load = os.getloadavg()[0]
+        if starved(used, wall, load, cores):
+            click.echo(starved_warning(used, wall, load, cores, niceness), err=True)
+            return
+        cpu, since = time.process_time(), time.monotonic()
