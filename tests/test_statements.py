@@ -4,13 +4,20 @@ paste them into psql."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
 
+from cari.db import embedded
 from tests.conftest import cli_env
 from tests.fake_openai import FakeOpenAI
 from tests.test_ingest_cli import cari
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_search_prints_the_statements_it_ran_ready_for_psql(
@@ -62,3 +69,32 @@ def test_search_prints_the_statements_it_ran_ready_for_psql(
     printed = cari([*misspelled, "--sql"], env)
     assert printed.returncode == 0, printed.stderr
     assert [block.splitlines()[0] for block in printed.stdout.strip().split("\n\n")] == names
+
+
+def test_the_tuning_page_explains_a_search_in_psql(
+    tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    """docs/tuning.md's commands, run in a shell as written: psql prints the plan of the vector
+    statement the search ran, under the settings Cari's connections run it with."""
+    page = (ROOT / "docs" / "tuning.md").read_text()
+    found = re.search(r"```sh\n(cari search .*? --sql > search\.sql\n.*?)```", page, re.S)
+    assert found, "docs/tuning.md shows no `cari search --sql` commands"
+    env = cli_env(clean_env, dsn, fake)
+    # `cari` as installed, and the psql that ships with the embedded server.
+    path = [str(Path(sys.executable).parent), str(embedded.client_tool("psql").parent)]
+    env["PATH"] = os.pathsep.join([*path, env.get("PATH", "")])
+    (tmp_path / "civic.txt").write_text("Cicilan Honda Civic mulai 5 juta rupiah per bulan.")
+    assert cari(["ingest", str(tmp_path), "-c", "faq", "--create"], env).returncode == 0
+    shell = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", found.group(1)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert shell.returncode == 0, shell.stderr
+    assert "ERROR" not in shell.stderr, shell.stderr
+    assert shell.stdout.count("SET") == 2, shell.stdout
+    assert "Execution Time" in shell.stdout and "Buffers" in shell.stdout, shell.stdout
