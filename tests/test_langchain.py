@@ -4,12 +4,14 @@ carries, and the message when the extra is missing."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 from langchain_core.documents import Document
 from langchain_tests.integration_tests import (
@@ -17,7 +19,7 @@ from langchain_tests.integration_tests import (
     VectorStoreIntegrationTests,
 )
 
-from cari.client import Client, CollectionCreate, DocumentIn
+from cari.client import Client, CollectionCreate, DocumentIn, NotFoundError
 from cari.langchain import CariRetriever, CariVectorStore
 
 pytestmark = pytest.mark.anyio  # the suite's async test runs under anyio, as the others do
@@ -193,6 +195,29 @@ def test_store_from_texts(base_url: str) -> None:
     finally:
         with Client(base_url) as cari:
             cari.delete_collection(name)
+
+
+def test_adding_to_a_new_store_creates_its_collection(base_url: str) -> None:
+    """As docs/clients.md shows it: a store named, then texts added, sync or async."""
+    names = [f"lc_{next(_stores)}", f"lc_{next(_stores)}"]
+    try:
+        store = CariVectorStore(names[0], base_url=base_url, language="english")
+        assert store.add_texts(["Ganti oli setiap 10.000 km."], ids=["oli"]) == ["oli"]
+        later = CariVectorStore(names[1], base_url=base_url)
+        assert anyio.run(later.aadd_texts, ["Rotate the tires."]) != []
+        with Client(base_url) as cari:
+            assert cari.get_collection(names[0]).language == "english"
+            assert cari.get_collection(names[1]).language == "simple"
+        assert [d.id for d in store.get_by_ids(["oli"])] == ["oli"]
+        # Added again: the collection exists, the document is replaced.
+        assert store.add_texts(["Ganti oli setiap 5.000 km."], ids=["oli"]) == ["oli"]
+        (oli,) = store.get_by_ids(["oli"])
+        assert oli.page_content == "Ganti oli setiap 5.000 km."
+    finally:
+        with Client(base_url) as cari:
+            for name in names:
+                with contextlib.suppress(NotFoundError):
+                    cari.delete_collection(name)
 
 
 async def test_store_async(store: CariVectorStore) -> None:

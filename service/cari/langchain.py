@@ -162,6 +162,9 @@ class CariVectorStore(VectorStore):
     text, which is the whole text when it fits in one chunk (split long texts first, as LangChain
     recommends). `get_by_ids` returns the whole document, its chunks joined by blank lines.
 
+    Adding to a store whose collection does not exist creates it, in `language` (Cari's
+    collections are otherwise created explicitly: POST /v1/collections, `cari ingest --create`).
+
     Each call opens its own HTTP client (an async client belongs to its event loop) and passes
     on the consistency token of the last, so every call sees the store's earlier writes also
     when the server reads from replicas.
@@ -176,8 +179,10 @@ class CariVectorStore(VectorStore):
         timeout: float = 60.0,
         mode: Mode | None = None,
         threshold: float = 0.0,
+        language: str = "simple",
     ) -> None:
         self.collection = collection
+        self.language = language  # of the collection, if adding to it creates it
         self.base_url = base_url
         self.api_key = api_key
         self.timeout = timeout
@@ -202,7 +207,13 @@ class CariVectorStore(VectorStore):
     ) -> list[str]:
         documents = _documents_in(texts, metadatas, ids)
         with self._client() as cari:
-            _check(cari.add_documents(self.collection, documents))
+            try:
+                added = cari.add_documents(self.collection, documents)
+            except NotFoundError:  # the first add to a new store: as `from_texts` does
+                with contextlib.suppress(ConflictError):  # created meanwhile
+                    cari.create_collection(self._new_collection())
+                added = cari.add_documents(self.collection, documents)
+        _check(added)
         return [str(d.id) for d in documents]
 
     async def aadd_texts(
@@ -215,7 +226,12 @@ class CariVectorStore(VectorStore):
     ) -> list[str]:
         documents = _documents_in(texts, metadatas, ids)
         async with self._aclient() as cari:
-            added = await cari.add_documents(self.collection, documents)
+            try:
+                added = await cari.add_documents(self.collection, documents)
+            except NotFoundError:  # the first add to a new store: as `from_texts` does
+                with contextlib.suppress(ConflictError):  # created meanwhile
+                    await cari.create_collection(self._new_collection())
+                added = await cari.add_documents(self.collection, documents)
         _check(added)
         return [str(d.id) for d in documents]
 
@@ -314,11 +330,12 @@ class CariVectorStore(VectorStore):
                 "Cari embeds texts on the server with the collection's embedder (CARI_EMBEDDER "
                 "or the collection's `embedder`): pass embedding=None"
             )
-        store = cls(collection, **kwargs)
-        with store._client() as cari, contextlib.suppress(ConflictError):
-            cari.create_collection(CollectionCreate(name=collection, language=language))
+        store = cls(collection, language=language, **kwargs)
         store.add_texts(texts, metadatas, ids=ids)
         return store
+
+    def _new_collection(self) -> CollectionCreate:
+        return CollectionCreate(name=self.collection, language=self.language)
 
     # -- I/O --------------------------------------------------------------------------------
 
