@@ -403,6 +403,19 @@ def test_cli_search_prints_a_table_and_json(
         assert shown in explained.stdout, (shown, explained.stdout)
     chunk = re.search(r"chunk:\d+", explained.stdout)  # each weighed chunk, with its evidence
     assert chunk is not None and "coverage" in explained.stdout, explained.stdout
+    # The decomposition in words, and one sub-query's timings once (they are the search's).
+    assert "searched whole: nothing to split" in explained.stdout, explained.stdout
+    assert "pattern -" not in explained.stdout and "kept whole because" not in explained.stdout
+    assert explained.stdout.count("timings (ms)") == 1, explained.stdout
+    split = subprocess.run(
+        [*base[:4], "boats vs harbours", *base[5:], "--explain", "--mode", "keyword"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert 'split by "vs" into: boats; harbours' in split.stdout, split.stdout
+    assert split.stdout.count("timings (ms)") == 3, split.stdout  # each sub-query's, the total
     raw = cli("--json", "--explain", "--mode", "keyword")
     response = json.loads(raw.stdout)
     assert [r["document_id"] for r in response["results"]] == ["one"]

@@ -205,10 +205,13 @@ def _print_explain(explain: dict[str, Any]) -> None:
     plan.add_column(overflow="fold")
     plan.add_column(overflow="fold")
     for key, value in explain.items():
-        if key not in ("sub_queries", "timings_ms", *RENAMED.values()):
+        if key == "decomposition":
+            plan.add_row(_label(key), _decomposition(value))
+        elif key not in ("sub_queries", "timings_ms", *RENAMED.values()):
             plan.add_row(_label(key), _plain(value))
     console.print(plan)
-    for part in explain.get("sub_queries", []):
+    parts = explain.get("sub_queries", [])
+    for part in parts:
         chunks = Table(title=f"sub-query: {part['query']}")
         for column in ("id", "relevance", "cosine", "dense", "coverage", "outcome"):
             chunks.add_column(column, overflow="fold")
@@ -223,13 +226,24 @@ def _print_explain(explain: dict[str, Any]) -> None:
             keys.append("embedded_query")
         for key in keys:
             click.echo(f"{_label(key)}: {_plain(part[key])}")
-        click.echo(f"{_label('timings_ms')}: {_plain(part['timings_ms'])}")
+        if len(parts) > 1:  # one sub-query's timings are the search's, in the table below
+            click.echo(f"{_label('timings_ms')}: {_plain(part['timings_ms'])}")
     timings = Table(title=_label("timings_ms"))
     timings.add_column("stage")
     timings.add_column("ms", justify="right")
     for stage, ms in explain.get("timings_ms", {}).items():
         timings.add_row(stage, f"{ms:.1f}")
     console.print(timings)
+
+
+def _decomposition(decomposition: dict[str, Any]) -> str:
+    """`split by "vs" into: a; b`, or why the question was searched whole."""
+    parts = decomposition["sub_queries"]
+    if len(parts) > 1:
+        return f'split by "{decomposition["pattern"]}" into: {"; ".join(parts)}'
+    if decomposition["kept_whole_because"]:
+        return f"searched whole: {decomposition['kept_whole_because']}"
+    return "searched whole: nothing to split"
 
 
 def _label(key: str) -> str:
