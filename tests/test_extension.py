@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -203,3 +205,16 @@ def test_a_fresh_embedded_server_without_a_compiler_serves_with_sql(
     said = [line for line in output[0].splitlines() if "cari_bm25" in line]
     assert len(said) == 1, output[0]
     assert "no C compiler found" in said[0] and "apt-get install gcc make" in said[0]
+    # Said once for the data folder: the next commands, which start the server again, do not
+    # repeat it.
+    again = subprocess.run(
+        [sys.executable, "-m", "cari.cli", "db", "url"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "cari_bm25" not in again.stderr, again.stderr
+    subprocess.run([sys.executable, "-m", "cari.cli", "db", "stop"], env=env, check=False)

@@ -17,6 +17,7 @@ says so once, naming what to install, and returns None: the SQL statement serves
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -78,12 +79,25 @@ def sources() -> Path:
     return folder("ext") / NAME
 
 
-def fall_back(reason: str) -> None:
-    """Say once per process why keyword search runs on the SQL statement."""
+def fall_back(reason: str, told: Path | None = None) -> None:
+    """Say once per process why keyword search runs on the SQL statement. With `told`, a file
+    that keeps what was said, once per data folder as well until the reason changes: every
+    `cari` command starts the embedded server, and each printed the same warning."""
     if _said:
         return
     _said.add(reason)
-    _log.warning("%s; keyword search runs on the SQL statement (same results, slower)", reason)
+    message = f"{reason}; keyword search runs on the SQL statement (same results, slower)"
+    try:
+        if told is not None and told.read_text() == message:
+            _log.info("%s", message)
+            return
+    except OSError:
+        pass  # not said before
+    _log.warning("%s", message)
+    if told is not None:
+        with contextlib.suppress(OSError):
+            told.parent.mkdir(parents=True, exist_ok=True)
+            told.write_text(message)
 
 
 def build(data_dir: Path, pg_config: Path) -> Built | None:
@@ -95,7 +109,10 @@ def build(data_dir: Path, pg_config: Path) -> Built | None:
         reason = str(exc)
     except OSError as exc:  # the data folder's disk full, say
         reason = f"its folder could not be written ({exc})"
-    fall_back(f"Cari's keyword extension {NAME} cannot be built here: {reason}")
+    fall_back(
+        f"Cari's keyword extension {NAME} cannot be built here: {reason}",
+        told=data_dir / "ext" / "unbuildable.txt",
+    )
     return None
 
 
