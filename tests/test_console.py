@@ -95,11 +95,24 @@ def test_the_console_page_needs_nothing_beyond_the_service(dsn: str) -> None:
         policy = page.headers["content-security-policy"]
         assert "script-src 'self'" in policy and "connect-src 'self'" in policy
         links = re.findall(r"""(?:src|href)=["']([^"']+)""", page.text)
-        assert set(links) == {"/console/console.css", "/console/console.js"}
+        assert set(links) == {"/console/console.css", "/console/console.js", "/console/icon.svg"}
         for link in [*links, "/console/api.js", "/console/render.js"]:
             asset = client.get(link)
             assert asset.status_code == 200, link
-            assert not re.search(r"https?://(?!html\.spec\.whatwg\.org)", asset.text), link
+            # (a spec's link in a comment, an SVG's namespace: nothing is fetched from them)
+            fetched = r"https?://(?!html\.spec\.whatwg\.org|www\.w3\.org/2000/svg)"
+            assert not re.search(fetched, asset.text), link
+        # The front page, public too, leads to the console and the API's docs.
+        home = client.get("/")
+        assert home.status_code == 200 and home.headers["content-type"].startswith("text/html")
+        assert "script-src 'self'" in home.headers["content-security-policy"]
+        hrefs = set(re.findall(r'href="([^"]+)"', home.text))
+        assert {"/console", "/docs"} <= hrefs
+        for href in hrefs:
+            assert client.get(href).status_code == 200, href
+        icon = client.get("/favicon.ico")
+        assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+        assert icon.content == client.get("/console/icon.svg").content
         # The data the page shows comes from /v1, behind the same key as any client.
         assert client.get("/v1/collections").status_code == 401
         headers = {"authorization": f"Bearer {KEY}"}

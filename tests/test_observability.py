@@ -4,10 +4,14 @@ log lines of a real `cari serve`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
+import pty
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -208,6 +212,49 @@ def test_serve_writes_json_lines_with_the_request_id(
     assert [line["request_id"] for line in access if "/v1/collections" in line["message"]] == [
         "serve-1"
     ]
+
+
+def test_serve_at_a_terminal_writes_text_lines_and_says_where_to_go(
+    dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    """Run from a terminal (here a pseudo-terminal), `cari serve` logs text lines for a person,
+    the first ones giving the address of the console and of the API's docs."""
+    port = free_port()
+    env = {**cli_env(clean_env, dsn, fake), "CARI_REEMBED_INTERVAL_S": "0"}
+    command = [sys.executable, "-m", "cari.cli", "serve", "--port", str(port)]
+    terminal, end = pty.openpty()
+    server = subprocess.Popen(command, env=env, stdin=end, stdout=end, stderr=end)
+    os.close(end)
+    output = bytearray()
+
+    def drain() -> None:  # the server would block on a full terminal
+        with contextlib.suppress(OSError):  # EIO once the server is gone
+            while chunk := os.read(terminal, 4096):
+                output.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                if httpx.get(f"{url}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        assert httpx.get(f"{url}/readyz").status_code == 200
+    finally:
+        server.terminate()
+        server.wait(30)
+        reader.join(30)
+        os.close(terminal)
+    lines = output.decode(errors="replace").splitlines()
+    assert lines and not any(line.lstrip().startswith("{") for line in lines), lines
+    assert any(
+        f"serving {url}: the search console at {url}/console, the API at {url}/docs" in line
+        for line in lines
+    ), lines
 
 
 def test_metrics_are_open_like_the_probes_and_outside_the_schema(dsn: str) -> None:

@@ -90,7 +90,7 @@ def test_the_installed_wheel_serves_ingests_and_searches(
     # PEP 561: a user's type checker reads the client's (and every module's) annotations.
     assert (Path(module).parent / "py.typed").is_file()
     console = Path(module).parent / "console"  # the search console's page and scripts
-    assert {"index.html", "console.js", "api.js", "render.js", "console.css"} <= {
+    assert {"index.html", "home.html", "icon.svg", "console.js", "api.js", "render.js"} <= {
         file.name for file in console.iterdir()
     }
 

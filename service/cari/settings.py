@@ -272,8 +272,10 @@ class Settings(BaseSettings):
     )
     rerank_timeout_s: float = Field(default=10.0, gt=0)
 
-    log_format: Literal["json", "text"] = Field(
-        default="json", description="`cari serve`'s log lines: one JSON object each, or text."
+    log_format: Literal["json", "text"] | None = Field(
+        default=None,
+        description="`cari serve`'s log lines: one JSON object each, or text; unset: text when "
+        "stderr is a terminal, JSON otherwise.",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="The lowest level `cari serve` logs."

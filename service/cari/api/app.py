@@ -78,6 +78,8 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             mcp,
             docs.assets(),
             console.routes(),
+            console.home,
+            console.favicon,
         ],
         middleware=[
             RequestIdMiddleware(),

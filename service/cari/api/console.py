@@ -1,4 +1,5 @@
-"""The search console at /console: a page for looking at why results rank as they do.
+"""The search console at /console: a page for looking at why results rank as they do; and the
+service's front page at `/`, which links it and the API's docs.
 
 The page and its scripts are files in the package (`cari/console`), served as they are: no
 build step, no CDN, so it works offline. The page itself holds no data and is public; every
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from litestar import Response, Router
+from litestar import MediaType, Response, Router, get
 from litestar.static_files import create_static_files_router
 
 FOLDER = Path(__file__).resolve().parent.parent / "console"
@@ -36,3 +37,15 @@ def routes() -> Router:
         include_in_schema=False,
         after_request=_with_policy,
     )
+
+
+@get("/", media_type=MediaType.HTML, include_in_schema=False, after_request=_with_policy)
+async def home() -> str:
+    """The front page: what the service is, with links to the console and the API's docs."""
+    return (FOLDER / "home.html").read_text()
+
+
+@get("/favicon.ico", media_type="image/svg+xml", include_in_schema=False)
+async def favicon() -> bytes:
+    """The console's icon, where a browser asks for one without a page's link."""
+    return (FOLDER / "icon.svg").read_bytes()

@@ -52,11 +52,20 @@ def serve(host: str | None, port: int | None, allow_unauthenticated: bool | None
     where = "external server" if config.database_url else f"embedded, data in {config.data_dir}"
     access = "API keys required" if config.api_keys else "no API keys (open API)"
     log.info("database %s; %s", where, access)
+    base = f"http://{_url_host(config.host)}:{config.port}"
+    log.info("serving %s: the search console at %s/console, the API at %s/docs", base, base, base)
     # Uvicorn re-raises SIGTERM after its graceful shutdown; exiting normally instead lets the
     # embedded server be stopped when this was its last user.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # Uvicorn's lines (startup, access log) go through the logging configured above.
     uvicorn.run(app, host=config.host, port=config.port, log_config=None)
+
+
+def _url_host(host: str) -> str:
+    """`host` as a browser on this machine reaches it: every interface by localhost."""
+    if host in ("0.0.0.0", "::", ""):
+        return "localhost"
+    return f"[{host}]" if ":" in host else host
 
 
 @click.command(

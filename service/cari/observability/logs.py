@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import logging.config
+import sys
 from contextvars import ContextVar
 from typing import Any
 
@@ -30,10 +31,11 @@ _TEXT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
 
 
 def configure(settings: Settings) -> None:
-    """Send every log line at `CARI_LOG_LEVEL` or above to stderr, as `CARI_LOG_FORMAT` says."""
+    """Send every log line at `CARI_LOG_LEVEL` or above to stderr, as `CARI_LOG_FORMAT` says
+    (unset: text for a person at a terminal, JSON for a log collector)."""
     add_request_ids()
     formatter: dict[str, Any] = {"format": _TEXT}
-    if settings.log_format == "json":
+    if (settings.log_format or ("text" if sys.stderr.isatty() else "json")) == "json":
         formatter = {
             "()": "pythonjsonlogger.json.JsonFormatter",
             "fmt": _JSON_FIELDS,
