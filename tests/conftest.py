@@ -101,6 +101,19 @@ def app_client(dsn: str, fake: FakeOpenAI | None = None, **overrides: Any) -> Te
     return TestClient(create_app(settings_for(dsn, **values), dsn))
 
 
+def data_dir_with_model(data_dir: Path) -> Path:
+    """A new CARI_DATA_DIR whose `models` is the default data folder's, where the local model is
+    converted once for the whole run: a first start converts it (10-60 s), which only the tests
+    of the first start need to wait for."""
+    from cari.e5 import convert
+    from cari.settings import default_data_dir
+
+    convert.prepared(default_data_dir())  # under a lock: once, whichever worker is first
+    data_dir.mkdir(parents=True)
+    (data_dir / "models").symlink_to(default_data_dir() / "models", target_is_directory=True)
+    return data_dir
+
+
 def cli_env(clean_env: dict[str, str], dsn: str, fake: FakeOpenAI) -> dict[str, str]:
     """Environment for a `cari` subprocess on `dsn`, embedding through `fake`."""
     env = {**clean_env, "DATABASE_URL": dsn, "CARI_EMBEDDING_MAX_RETRIES": "0"}

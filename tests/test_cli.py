@@ -24,6 +24,7 @@ import pytest
 
 from cari.cli.common import user_errors
 from cari.db import embedded
+from tests.conftest import data_dir_with_model
 
 CARI = [sys.executable, "-m", "cari.cli"]
 
@@ -199,7 +200,7 @@ def test_db_url_keeps_server_until_stopped(tmp_path: Path, clean_env: dict[str, 
 def test_db_url_keeps_server_after_a_running_server_exits(
     tmp_path: Path, clean_env: dict[str, str]
 ) -> None:
-    data_dir = tmp_path / "data"
+    data_dir = data_dir_with_model(tmp_path / "data")
     env = {**clean_env, "CARI_DATA_DIR": str(data_dir)}
     with serving(env):
         dsn = run(["db", "url"], env).stdout.strip()
@@ -211,7 +212,7 @@ def test_db_url_keeps_server_after_a_running_server_exits(
 def test_db_stop_refuses_while_cari_uses_the_server(
     tmp_path: Path, clean_env: dict[str, str]
 ) -> None:
-    data_dir = tmp_path / "data"
+    data_dir = data_dir_with_model(tmp_path / "data")
     env = {**clean_env, "CARI_DATA_DIR": str(data_dir)}
     with serving(env) as base:
         refused = run(["db", "stop"], env)
@@ -323,7 +324,7 @@ def test_embedded_server_is_sized_for_the_machine(
 def test_serve_restarts_the_embedded_server_after_it_crashes(
     tmp_path: Path, clean_env: dict[str, str]
 ) -> None:
-    data_dir = tmp_path / "data"
+    data_dir = data_dir_with_model(tmp_path / "data")
     env = {**clean_env, "CARI_DATA_DIR": str(data_dir)}
     with serving(env) as base:
         assert http("POST", f"{base}/v1/collections", {"name": "faq"})[0] == 201

@@ -18,7 +18,7 @@ import pytest
 
 from cari.db import embedded, extension
 from cari.runtime import open_runtime
-from tests.conftest import app_client, settings_for
+from tests.conftest import app_client, data_dir_with_model, settings_for
 from tests.test_cli import http, serving
 
 # CI machines have both; without them the build is expected to fall back instead.
@@ -197,7 +197,8 @@ def test_a_fresh_embedded_server_without_a_compiler_serves_with_sql(
 ) -> None:
     """The README's `cari serve` on a machine with no C compiler: one warning naming what to
     install, and keyword search on the SQL statement."""
-    env = {**clean_env, "CARI_DATA_DIR": str(tmp_path / "data"), "CC": "/nonexistent/cc"}
+    data_dir = data_dir_with_model(tmp_path / "data")
+    env = {**clean_env, "CARI_DATA_DIR": str(data_dir), "CC": "/nonexistent/cc"}
     output: list[str] = []
     with serving(env, output=output) as base:
         status, ready = http("GET", f"{base}/readyz")
