@@ -243,6 +243,6 @@ def test_missing_extra_names_the_install() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == (
-        "ImportError cari.langchain needs LangChain, an optional extra of Cari: "
-        "pip install 'cari[langchain]'"
+        "ImportError cari.langchain needs LangChain: pip install 'langchain-core>=1.0' (in "
+        "Cari's checkout, pip install -e '.[langchain]')"
     )

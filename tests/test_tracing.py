@@ -219,7 +219,8 @@ def test_an_endpoint_without_the_extra_or_over_grpc_stops_serve_in_one_line(
             ["-c", without_sdk],
             endpoint,
             "Error: OTEL_EXPORTER_OTLP_ENDPOINT is set but tracing is not installed "
-            "(opentelemetry.exporter.otlp is missing): pip install 'cari[otel]', or unset it",
+            "(opentelemetry.exporter.otlp is missing): pip install -e '.[otel]' in Cari's "
+            "checkout, or unset it",
         ),
         (
             ["-m", "cari.cli"],

@@ -54,8 +54,11 @@ try:
 except ModuleNotFoundError as missing:  # the extra is not installed
     if not (missing.name or "").startswith("langchain_core"):
         raise
+    # Not `pip install 'cari[langchain]'`: that asks PyPI for a package named cari, which is
+    # not this one.
     raise ImportError(
-        "cari.langchain needs LangChain, an optional extra of Cari: pip install 'cari[langchain]'"
+        "cari.langchain needs LangChain: pip install 'langchain-core>=1.0' (in Cari's checkout, "
+        "pip install -e '.[langchain]')"
     ) from missing
 
 

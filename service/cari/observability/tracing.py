@@ -72,7 +72,7 @@ def configure() -> None:
         variable = next(name for name in ENDPOINTS if os.environ.get(name))
         raise ConfigError(
             f"{variable} is set but tracing is not installed ({exc.name} is missing): "
-            "pip install 'cari[otel]', or unset it"
+            "pip install -e '.[otel]' in Cari's checkout, or unset it"
         ) from None
 
     resource = Resource.create()  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
