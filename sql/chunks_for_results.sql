@@ -6,10 +6,13 @@
 -- `ts_headline` parses the whole content, so it runs on these result rows alone. The markers
 -- are removed from the content first, so only ts_headline's are in the passage; a query with
 -- no lexeme searches for a marker, which the content no longer holds: no match gives the
--- start of the content.
+-- start of the content. A chunk of at most `max_words` words is its own passage (`whole`).
 SELECT c.id, d.external_id AS document_id, d.source, c.title, c.content, c.metadata, c.ordinal,
        ts_headline(c.language, translate(c.content, %(start)s || %(stop)s, '  '),
-                   coalesce(q.words, quote_literal(%(start)s)::tsquery), %(options)s)
+                   coalesce(q.words, quote_literal(%(start)s)::tsquery),
+                   CASE WHEN cardinality(regexp_split_to_array(btrim(c.content), '\s+'))
+                             <= %(max_words)s
+                        THEN %(whole)s ELSE %(options)s END)
            AS highlight
 FROM chunks AS c
 JOIN documents AS d ON d.id = c.document_id

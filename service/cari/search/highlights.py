@@ -21,15 +21,26 @@ from cari.search.lexemes import Lexemes
 START, STOP = "\ue000", "\ue001"  # private-use characters: no text means them
 MARK, UNMARK = "<mark>", "</mark>"
 MAX_WORDS, MIN_WORDS = 35, 15  # the passage's length in words; MIN_WORDS when nothing matches
-# ts_headline's options; the markers quoted, as its option syntax wants for any value.
+# ts_headline's options; the markers quoted, as its option syntax wants for any value. A chunk
+# of at most MAX_WORDS words is shown whole (HighlightAll): the passage ts_headline picks can
+# start mid-sentence even then ("FILE to back up the database" for "Run cari db dump FILE to
+# back up the database"), hiding the words that answer the question.
 OPTIONS = f'StartSel="{START}", StopSel="{STOP}", MaxWords={MAX_WORDS}, MinWords={MIN_WORDS}'
+WHOLE = f'StartSel="{START}", StopSel="{STOP}", HighlightAll=true'
 _TAGS = re.compile(f"{re.escape(MARK)}|{re.escape(UNMARK)}")
 
 
 def params(asked: Iterable[Lexemes]) -> dict[str, Any]:
     """The parameters `chunks_for_results.sql` takes for the highlights of a question whose
     sub-queries looked for `asked`."""
-    return {**lexemes.words(asked), "start": START, "stop": STOP, "options": OPTIONS}
+    return {
+        **lexemes.words(asked),
+        "start": START,
+        "stop": STOP,
+        "options": OPTIONS,
+        "whole": WHOLE,
+        "max_words": MAX_WORDS,
+    }
 
 
 def marked(headline: str) -> str:
