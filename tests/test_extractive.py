@@ -165,3 +165,16 @@ def test_the_answer_cites_only_real_sources_and_is_deterministic() -> None:
     marks = CitationFilter(len(sources))
     assert marks.feed(answer) + marks.flush() == answer
     assert marks.cited == [2, 4] and marks.invented == []
+
+
+def test_a_sentence_that_overlapping_chunks_share_is_said_once() -> None:
+    """Neighbouring chunks of a document share sentences: the answer says one once, cited to the
+    first source holding it, and takes the next best sentence instead of the copy."""
+    shared = "Run cari db dump FILE to back up the database."
+    sources = [
+        result(1, f"Backups are plain SQL. {shared}"),
+        result(2, f"{shared} Restore one with cari db restore FILE to load the database."),
+    ]
+    answer = extractive_answer("how do I back up the database?", sources)
+    assert answer.count(shared) == 1, answer
+    assert f"{shared} [1]" in answer

@@ -12,7 +12,8 @@ the function words of both languages ignored, "-nya" and a plural "s" taken off,
 labels structured sources write in English matched by their Indonesian words ("harga" is
 "price"). A word weighs more the fewer sentences hold it. The best sentences (ties to the
 earlier source, then the earlier sentence) that score at least half the best one's score are
-shown in source order, each followed by " [n]"; the first sentence when none scores."""
+shown in source order, each followed by " [n]", a sentence that several sources hold once; the
+first sentence when none scores."""
 
 from __future__ import annotations
 
@@ -73,7 +74,15 @@ def extractive_answer(
     ranked = sorted(sentences, key=lambda s: (-score(s), s.source, s.position))
     # A sentence with one common word of the question is no answer beside one with them all.
     enough = score(ranked[0]) * RELATIVE_SCORE
-    chosen = [s for s in ranked[:max_sentences] if score(s) > 0 and score(s) >= enough]
+    # A sentence two sources hold (neighbouring chunks overlap) is said once, cited to the
+    # first of them in this order.
+    seen: set[str] = set()
+    distinct = []
+    for sentence in ranked:
+        if (said := sentence.text.casefold()) not in seen:
+            seen.add(said)
+            distinct.append(sentence)
+    chosen = [s for s in distinct[:max_sentences] if score(s) > 0 and score(s) >= enough]
     chosen = chosen or ranked[:1]
     chosen.sort(key=lambda s: (s.source, s.position))
     parts: list[str] = []
