@@ -17,7 +17,6 @@ import msgspec
 import pytest
 
 from cari.client import AsyncClient, Client, SearchRequest, SearchResponse, routes
-from cari.schema.search import RENAMED
 from tests.test_openapi_conformance import DOCUMENT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,20 +133,12 @@ def test_the_blocking_client_is_written_from_the_async_one() -> None:
     assert written == script["sync_source"](), "run scripts/sync_client.py"
 
 
-def test_renamed_search_fields_are_sent_under_both_names_and_documented() -> None:
-    """`signal` and `routes` (formerly `intent` and `intents`): the document requires both
-    names for one release and says the former ones are deprecated."""
+def test_search_fields_have_one_name() -> None:
+    """`signal` and `routes`; their former names `intent` and `intents` are gone."""
     schemas = DOCUMENT["components"]["schemas"]
     for struct in ("SearchResponse", "Explain", "SubQueryExplain"):
-        schema = schemas[struct]
-        for new, old in RENAMED.items():
-            if new not in schema["properties"]:
-                continue  # SubQueryExplain has routes only
-            assert {new, old} <= set(schema["required"]), struct
-            described = schema["properties"][old].get("description", "")
-            assert described.startswith(f"Deprecated: use `{new}`"), (struct, old)
-            assert "Deprecated" not in schema["properties"][new].get("description", "")
-    assert "routes" in schemas["SubQueryExplain"]["properties"]
+        assert "routes" in schemas[struct]["properties"], struct
+        assert not {"intent", "intents"} & set(schemas[struct]["properties"]), struct
 
 
 NEW = {
@@ -193,33 +184,15 @@ EXPLAIN = {
 }
 
 
-def _renamed(part: dict[str, Any], keep: str) -> dict[str, Any]:
-    """`part` with its renamed fields under the new names, the former ones, or both."""
-    out = {k: v for k, v in part.items() if k not in RENAMED}
-    for new, old in RENAMED.items():
-        if new in part:
-            if keep in ("new", "both"):
-                out[new] = part[new]
-            if keep in ("old", "both"):
-                out[old] = part[new]
-    return out
-
-
-@pytest.mark.parametrize("keep", ["new", "old", "both"])
-def test_the_client_decodes_a_search_response_under_either_name(keep: str) -> None:
-    """A server of the previous release sends `intent` and `intents` only, one of the next
-    will send `signal` and `routes` only: the client decodes both into both names."""
-    explain = _renamed(EXPLAIN, keep) | {"sub_queries": [_renamed(SUB_QUERY, keep)]}
-    body = _renamed(NEW, keep) | {"explain": explain}
+def test_the_client_decodes_a_search_response() -> None:
+    body = NEW | {"explain": EXPLAIN}
     answer = httpx.Response(200, content=msgspec.json.encode(body))
     call = routes.SEARCH_COLLECTION.call(SearchRequest(query="SKU-1 harga"), collection="c")
     decoded = call.decode(answer)
     assert isinstance(decoded, SearchResponse)
-    assert decoded.signal == decoded.intent == "exact_token"
-    assert decoded.routes == decoded.intents == ["knowledge", "pricing"]
+    assert (decoded.signal, decoded.routes) == ("exact_token", ["knowledge", "pricing"])
     assert decoded.explain is not None
-    assert decoded.explain.signal == decoded.explain.intent
     assert decoded.explain.signal.exact_tokens[0].text == "SKU-1"
-    assert decoded.explain.routes == decoded.explain.intents == EXPLAIN["routes"]
+    assert decoded.explain.routes == EXPLAIN["routes"]
     (part,) = decoded.explain.sub_queries
-    assert part.routes == part.intents == SUB_QUERY["routes"]
+    assert part.routes == SUB_QUERY["routes"]

@@ -33,18 +33,23 @@ def test_environment_and_dotenv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     assert settings.api_keys == ["alpha", "beta"]
 
 
-def test_exact_token_boosts_read_their_former_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    """CARI_INTENT_*_BOOST, the former names of CARI_EXACT_TOKEN_*_BOOST, still work for one
-    release; the new name wins when both are set, and the field's name sets it in code."""
-    monkeypatch.setenv("CARI_INTENT_KEYWORD_BOOST", "3")
-    monkeypatch.setenv("CARI_INTENT_VECTOR_BOOST", "0.25")
-    former = load_settings()
-    assert (former.exact_token_keyword_boost, former.exact_token_vector_boost) == (3.0, 0.25)
+def test_exact_token_boosts_are_read_under_their_names_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CARI_INTENT_*_BOOST, the former names of CARI_EXACT_TOKEN_*_BOOST, are refused with the
+    new name, not silently ignored."""
     monkeypatch.setenv("CARI_EXACT_TOKEN_KEYWORD_BOOST", "4")
     assert load_settings().exact_token_keyword_boost == 4.0
     assert load_settings(exact_token_vector_boost=0.75).exact_token_vector_boost == 0.75
-    monkeypatch.setenv("CARI_INTENT_VECTOR_BOOST", "-1")
+    monkeypatch.setenv("CARI_EXACT_TOKEN_VECTOR_BOOST", "-1")
     with pytest.raises(ConfigError, match="CARI_EXACT_TOKEN_VECTOR_BOOST"):
+        load_settings()
+    monkeypatch.delenv("CARI_EXACT_TOKEN_VECTOR_BOOST")
+    monkeypatch.setenv("CARI_INTENT_VECTOR_BOOST", "0.25")
+    with pytest.raises(
+        ConfigError,
+        match="CARI_INTENT_VECTOR_BOOST is now CARI_EXACT_TOKEN_VECTOR_BOOST: rename it",
+    ):
         load_settings()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -222,22 +223,9 @@ class Settings(BaseSettings):
         le=1000,
         description="Candidates each retriever returns for fusion (deeper fuses better).",
     )
-    # Weights multiplied when the query's signal is an exact token (cari.search.signals);
-    # CARI_INTENT_*_BOOST, their former names, are read for one release.
-    exact_token_keyword_boost: float = Field(
-        default=2.0,
-        ge=0,
-        le=100,
-        validation_alias=AliasChoices(
-            "CARI_EXACT_TOKEN_KEYWORD_BOOST", "CARI_INTENT_KEYWORD_BOOST"
-        ),
-    )
-    exact_token_vector_boost: float = Field(
-        default=0.5,
-        ge=0,
-        le=100,
-        validation_alias=AliasChoices("CARI_EXACT_TOKEN_VECTOR_BOOST", "CARI_INTENT_VECTOR_BOOST"),
-    )
+    # Weights multiplied when the query's signal is an exact token (cari.search.signals).
+    exact_token_keyword_boost: float = Field(default=2.0, ge=0, le=100)
+    exact_token_vector_boost: float = Field(default=0.5, ge=0, le=100)
     # Measured for the local e5 model by bench.threshold (docs/benchmarks.md).
     relevance_cosine_floor: float = Field(
         default=0.8,
@@ -429,8 +417,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+# Settings renamed: the former name set is refused, naming the new one, not silently ignored.
+RENAMED = {
+    "CARI_INTENT_KEYWORD_BOOST": "CARI_EXACT_TOKEN_KEYWORD_BOOST",
+    "CARI_INTENT_VECTOR_BOOST": "CARI_EXACT_TOKEN_VECTOR_BOOST",
+}
+
+
 def load_settings(**overrides: object) -> Settings:
     """Read the settings, turning validation failures into one readable ConfigError."""
+    if former := [name for name in RENAMED if name in os.environ]:
+        raise ConfigError(
+            "invalid settings: "
+            + "; ".join(f"{name} is now {RENAMED[name]}: rename it" for name in former)
+        )
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:

@@ -198,8 +198,6 @@ def _print_explain(explain: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from cari.schema.search import RENAMED
-
     console = Console()
     plan = Table(title="plan", show_header=False)
     plan.add_column(overflow="fold")
@@ -207,7 +205,7 @@ def _print_explain(explain: dict[str, Any]) -> None:
     for key, value in explain.items():
         if key == "decomposition":
             plan.add_row(_label(key), _decomposition(value))
-        elif key not in ("sub_queries", "timings_ms", *RENAMED.values()):
+        elif key not in ("sub_queries", "timings_ms"):
             plan.add_row(_label(key), _plain(value))
     console.print(plan)
     parts = explain.get("sub_queries", [])

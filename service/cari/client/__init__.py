@@ -51,8 +51,6 @@ from cari.schema.health import Health, Readiness
 from cari.schema.search import SearchRequest, SearchResponse, SearchResult
 from cari.schema.tool import Tool
 
-Source = NumberedSource  # its former name, kept for one release
-
 __all__ = [
     "APIError",
     "AnswerRequest",
@@ -93,7 +91,6 @@ __all__ = [
     "SearchRequest",
     "SearchResponse",
     "SearchResult",
-    "Source",
     "Synonyms",
     "Tool",
     "TransportError",

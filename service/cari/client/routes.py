@@ -10,7 +10,7 @@ shapes; tests/test_client_schema.py checks this table against the OpenAPI docume
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
@@ -47,7 +47,7 @@ from cari.schema.documents import (
     IngestResponse,
 )
 from cari.schema.health import Health, Readiness
-from cari.schema.search import SearchRequest, SearchResponse, with_both_names
+from cari.schema.search import SearchRequest, SearchResponse
 from cari.schema.tool import Tool
 
 T = TypeVar("T")
@@ -69,8 +69,6 @@ class Route(Generic[T]):
     query: tuple[str, ...] = ()
     # Statuses besides 2xx whose body is the answer (readiness answers 503 when not ready).
     also: frozenset[int] = frozenset()
-    # Applied to the decoded JSON before it becomes `answer`: renamed fields under both names.
-    renamed: Callable[[Any], Any] | None = None
 
     def call(
         self,
@@ -115,9 +113,6 @@ class Call(Generic[T]):
             raise problem(response)
         if self.route.answer is None:
             return None  # type: ignore[return-value]  # a Route[None]
-        if self.route.renamed is not None:
-            raw = self.route.renamed(msgspec.json.decode(response.content))
-            return msgspec.convert(raw, type=self.route.answer)  # type: ignore[no-any-return]
         return msgspec.json.decode(response.content, type=self.route.answer)  # type: ignore[no-any-return]
 
 
@@ -188,7 +183,6 @@ SEARCH_COLLECTION: Route[SearchResponse] = Route(
     COLLECTION + "/search",
     SearchResponse,
     SearchRequest,
-    renamed=with_both_names,
 )
 ANSWER_QUESTION: Route[AnswerResponse] = Route(
     "answerQuestion", "POST", COLLECTION + "/answer", AnswerResponse, AnswerRequest

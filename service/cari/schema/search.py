@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -21,40 +21,6 @@ from cari.limits import (
 
 Kind = Literal["chunk", "catalog", "financing"]
 SignalName = Literal["exact_token", "general"]
-
-
-def _deprecated(name: str) -> msgspec.Meta:
-    """A field kept under its former name for one release, beside `name`."""
-    return msgspec.Meta(
-        description=f"Deprecated: use `{name}`, equal to it; removed in the next release.",
-        extra_json_schema={"deprecated": True},
-    )
-
-
-# Renamed fields (new name: former name); the server emits both for one release.
-RENAMED = {"signal": "intent", "routes": "intents"}
-
-
-def with_both_names(response: Any) -> Any:
-    """A search response as JSON decodes it (a dict), each renamed field filled in under the
-    name it lacks, in `explain` and its sub-queries too: so that a client decodes what a
-    server sends under either name, or both."""
-
-    def fill(part: Any) -> None:
-        if isinstance(part, dict):
-            for new, old in RENAMED.items():
-                if new not in part and old in part:
-                    part[new] = part[old]
-                elif old not in part and new in part:
-                    part[old] = part[new]
-
-    fill(response)
-    explain = response.get("explain") if isinstance(response, dict) else None
-    fill(explain)
-    if isinstance(explain, dict) and isinstance(explain.get("sub_queries"), list):
-        for part in explain["sub_queries"]:
-            fill(part)
-    return response
 
 
 class SearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -107,8 +73,6 @@ class SearchResponse(msgspec.Struct):
     mode: Mode
     signal: SignalName  # "exact_token" (the query names a SKU, error code, id…) or "general"
     routes: list[str]  # where the router sent it: "knowledge", then pricing, specs, financing
-    intent: Annotated[str, _deprecated("signal")]
-    intents: Annotated[list[str], _deprecated("routes")]
     sub_queries: list[str]
     results: list[SearchResult]
     degraded: list[str]
@@ -174,7 +138,6 @@ class SubQueryExplain(msgspec.Struct):
     keyword_postings_read: int | None
     query_vector_cached: bool
     routes: dict[str, str]  # route -> why it was chosen
-    intents: Annotated[dict[str, str], _deprecated("routes")]
     kept: list[WeighedChunk]
     dropped: list[DroppedChunk]
     timings_ms: dict[str, float]
@@ -187,10 +150,8 @@ class Explain(msgspec.Struct, kw_only=True):
     served_by: str  # primary, or the replica
     mode: Mode
     signal: ExactTokens
-    intent: Annotated[ExactTokens, _deprecated("signal")]
     decomposition: DecompositionExplain
     routes: dict[str, list[str]]  # route -> the evidence of each sub-query routed to it
-    intents: Annotated[dict[str, list[str]], _deprecated("routes")]
     fusion: Method
     weights: dict[str, float]
     rrf_k: int

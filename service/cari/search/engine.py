@@ -200,8 +200,6 @@ class Searcher:
             mode=plan.mode,
             signal=exact.name,
             routes=routes,
-            intent=exact.name,
-            intents=list(routes),
             sub_queries=list(decomposition.parts),
             results=[*(_structured_result(s) for s in found.sources), *chunks],
             degraded=degraded,

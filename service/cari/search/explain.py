@@ -51,14 +51,12 @@ def explain(
         served_by=served_by,  # primary, or the replica (cari.db.replicas)
         mode=plan.mode,
         signal=signal,
-        intent=signal,
         decomposition=DecompositionExplain(
             sub_queries=list(decomposition.parts),
             pattern=decomposition.pattern,
             kept_whole_because=decomposition.reason,
         ),
         routes=routes,
-        intents=routes,
         fusion=plan.method,
         weights=plan.weights,
         rrf_k=plan.rrf_k,
@@ -104,7 +102,6 @@ def _part(part: Part, plan: Plan, default_scale: relevance.Scale) -> SubQueryExp
         keyword_postings_read=part.postings_read,
         query_vector_cached=part.cached,
         routes=routes,
-        intents=routes,
         kept=[WeighedChunk(**weighed(f)) for f in part.kept],
         dropped=[DroppedChunk(**weighed(f), reason=reason) for f in part.dropped],
         timings_ms={k: round(v, 3) for k, v in part.timings.items()},
