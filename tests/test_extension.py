@@ -157,7 +157,10 @@ def test_a_failed_build_says_why_once_and_leaves_nothing(
     assert extension.build(tmp_path / "data", embedded.client_tool("pg_config")) is None
     [warning] = _warnings(caplog)
     assert "its build failed" in warning and "error:" in warning and "SQL statement" in warning
-    assert [p.name for p in (tmp_path / "data" / "ext").iterdir()] == [".lock"]
+    # No half-built folder: the lock, and what was said (said once per data folder).
+    ext = tmp_path / "data" / "ext"
+    assert sorted(p.name for p in ext.iterdir()) == [".lock", "unbuildable.txt"]
+    assert (ext / "unbuildable.txt").read_text() == warning
 
 
 def test_readiness_and_metrics_name_the_engine(dsn: str) -> None:
