@@ -250,6 +250,8 @@ async def _ingest(
             on_progress=show,
             tally=tally,
         )
+        if total is not None:  # every source is done: text read stood for less than its bytes
+            tally.bytes_done = total
         show(tally)
 
 
