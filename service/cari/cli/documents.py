@@ -43,7 +43,8 @@ SERVICE_BATCH_SIZE = 256
 @click.option(
     "--batch-size",
     type=click.IntRange(1, 10_000),
-    help="Documents per transaction, at most: a batch also ends once it holds ~1 MB of text. "
+    help="Documents per transaction, at most: a batch also ends once it holds as much text as "
+    "the load stored in ~10 s so far (at most ~1 MB). "
     "[default: 32 with the local embedder, 256 with an embedding service]",
 )
 @click.option(
