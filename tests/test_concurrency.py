@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+import anyio
 import pytest
 
-from cari.concurrency import all_or_none
+from cari.concurrency import all_or_none, beside
 
 
 def test_the_results_in_order() -> None:
@@ -69,3 +70,51 @@ def test_cancelling_the_caller_cancels_every_part() -> None:
         assert sorted(stopped) == [1, 2]
 
     asyncio.run(run())
+
+
+def test_beside_gives_the_result_and_stops_the_watcher() -> None:
+    stopped: list[str] = []
+
+    async def watch(_scope: anyio.CancelScope) -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stopped.append("watcher")
+
+    async def work() -> int:
+        await anyio.sleep(0)
+        return 7
+
+    assert anyio.run(beside, work(), watch) == 7
+    assert stopped == ["watcher"]
+
+
+def test_beside_raises_the_works_error_itself() -> None:
+    """Not in an ExceptionGroup: callers map the error itself (a CariError) to its message."""
+
+    async def watch(_scope: anyio.CancelScope) -> None:
+        await anyio.sleep_forever()
+
+    async def work() -> int:
+        raise LookupError("the collection does not exist")
+
+    with pytest.raises(LookupError, match="does not exist"):
+        anyio.run(beside, work(), watch)
+
+
+def test_a_watcher_that_cancels_stops_the_work_but_its_shielded_part() -> None:
+    done: list[str] = []
+
+    async def watch(scope: anyio.CancelScope) -> None:
+        await anyio.sleep(0.01)
+        scope.cancel()
+
+    async def work() -> int:
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(0.05)  # a write in flight: finishes
+            done.append("written")
+        await anyio.sleep_forever()  # the next batch: never
+        return 1
+
+    assert anyio.run(beside, work(), watch) is None
+    assert done == ["written"]

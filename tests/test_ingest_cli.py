@@ -250,6 +250,23 @@ def test_a_stopped_ingest_keeps_what_it_stored_and_says_so(
     assert counts(dsn) == (30, 30, 0)
 
 
+@pytest.mark.parametrize("niceness", ["0", None])  # None: the default, in a session of its own
+def test_a_missing_collection_is_one_line(
+    niceness: str | None, tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    (tmp_path / "a.txt").write_text("Anchors hold in sand.")
+    env = cli_env(clean_env, dsn, fake)
+    if niceness is None:
+        del env["CARI_BATCH_NICENESS"]
+    refused = cari(["ingest", str(tmp_path / "a.txt"), "-c", "nowhere"], env)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "Error: collection 'nowhere' does not exist: add --create (and --language) or create "
+        "it with POST /v1/collections"
+    ), refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
 def test_embedder_down_then_reembed(
     tmp_path: Path, dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
 ) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import TypeVar, cast
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar, cast
+
+import anyio
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -27,6 +29,28 @@ async def all_or_none(*awaitables: Awaitable[T]) -> list[T]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+async def beside(
+    work: Awaitable[T], watcher: Callable[[anyio.CancelScope], Coroutine[Any, Any, object]]
+) -> T | None:
+    """`work`'s result, with `watcher(scope)` running beside it until `work` ends; None when
+    the watcher cancels `scope` first, which stops `work` as anyio cancels (shielded parts
+    finish). An exception of `work` propagates as itself, not in the `ExceptionGroup` an anyio
+    task group wraps it in (`all_or_none`): `cari ingest` into a missing collection printed a
+    traceback instead of its one-line error."""
+    failure: Exception | None = None
+    result: T | None = None
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(watcher, tasks.cancel_scope)
+        try:
+            result = await work
+        except Exception as exc:  # raised below, outside the task group
+            failure = exc
+        tasks.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return result
 
 
 async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:

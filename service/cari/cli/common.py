@@ -11,14 +11,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from functools import wraps
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
-import anyio
 import click
 import psycopg
 from psycopg_pool import PoolTimeout
 
 from cari.cli.priority import lowered, own_session, warn_when_starved
+from cari.concurrency import beside
 from cari.db import database as db
 from cari.db import migrations
 from cari.errors import CariError
@@ -83,6 +83,7 @@ def run(
     from cari.runtime import check, open_runtime
 
     config = config or settings()
+    niceness = config.batch_niceness
     if batch and config.batch_niceness > 0:
         own_session()  # first: nothing started yet that a fork would copy
     check(config)  # before the embedded server may be started for nothing
@@ -92,11 +93,8 @@ def run(
         async with open_runtime(config, dsn=dsn) as rt:
             if not (batch and config.batch_niceness > 0 and config.embedder == "local"):
                 return await work(rt)
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(warn_when_starved, config.batch_niceness)
-                result = await work(rt)
-                tasks.cancel_scope.cancel()
-            return result
+            # The watcher never cancels: `work`'s result is always there.
+            return cast(R, await beside(work(rt), lambda _: warn_when_starved(niceness)))
 
     with lowered(config.batch_niceness if batch else 0):
         return asyncio.run(main())

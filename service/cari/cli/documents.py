@@ -11,6 +11,7 @@ import anyio
 import click
 
 from cari.cli.common import run, settings, user_errors
+from cari.concurrency import beside
 from cari.ingest import files
 
 if TYPE_CHECKING:
@@ -95,20 +96,18 @@ def ingest(
         from cari.search import fit
 
         started = time.monotonic()
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_stop_on_signal, tasks.cancel_scope, stopped_by)
-            await _ingest(
-                rt,
-                collection,
-                sources,
-                create_language=language if create else None,
-                create_embedder=embedder,
-                batch_size=batch_size,
-                workers=workers,
-                defer_index=bulk,
-                tally=tally,
-            )
-            tasks.cancel_scope.cancel()  # done: stop listening for signals
+        load = _ingest(
+            rt,
+            collection,
+            sources,
+            create_language=language if create else None,
+            create_embedder=embedder,
+            batch_size=batch_size,
+            workers=workers,
+            defer_index=bulk,
+            tally=tally,
+        )
+        await beside(load, partial(_stop_on_signal, stopped_by=stopped_by))
         _summarize(tally, time.monotonic() - started, stopped=bool(stopped_by))
         if stopped_by:
             return
