@@ -181,6 +181,17 @@ def test_request_ids_are_echoed_and_on_the_requests_log_records(
     assert outside.request_id is None  # type: ignore[attr-defined]
 
 
+def wait_ready(url: str, server: subprocess.Popen[bytes], seconds: float = 120) -> None:
+    """Until `cari serve` at `url` answers /readyz with 200 (or exits, or `seconds` pass)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            if httpx.get(f"{url}/readyz").status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.2)
+
+
 def test_serve_writes_json_lines_with_the_request_id(
     dsn: str, fake: FakeOpenAI, clean_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -192,13 +203,7 @@ def test_serve_writes_json_lines_with_the_request_id(
         server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and server.poll() is None:
-            try:
-                if httpx.get(f"{url}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        wait_ready(url, server)
         answered = httpx.get(f"{url}/v1/collections", headers={"X-Request-ID": "serve-1"})
         assert answered.headers["x-request-id"] == "serve-1"
     finally:
@@ -236,13 +241,7 @@ def test_serve_at_a_terminal_writes_text_lines_and_says_where_to_go(
     reader.start()
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and server.poll() is None:
-            try:
-                if httpx.get(f"{url}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        wait_ready(url, server)
         assert httpx.get(f"{url}/readyz").status_code == 200
     finally:
         server.terminate()
