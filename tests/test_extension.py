@@ -7,8 +7,6 @@ from __future__ import annotations
 import logging
 import re
 import shutil
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ import pytest
 from cari.db import embedded, extension
 from cari.runtime import open_runtime
 from tests.conftest import app_client, data_dir_with_model, settings_for
-from tests.test_cli import http, serving
+from tests.test_cli import http, run, serving
 
 # CI machines have both; without them the build is expected to fall back instead.
 CAN_BUILD = shutil.which("make") is not None and shutil.which("gcc") is not None
@@ -211,14 +209,7 @@ def test_a_fresh_embedded_server_without_a_compiler_serves_with_sql(
     assert "no C compiler found" in said[0] and "apt-get install gcc make" in said[0]
     # Said once for the data folder: the next commands, which start the server again, do not
     # repeat it.
-    again = subprocess.run(
-        [sys.executable, "-m", "cari.cli", "db", "url"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    again = run(["db", "url"], env)
     assert again.returncode == 0, again.stderr
     assert "cari_bm25" not in again.stderr, again.stderr
-    subprocess.run([sys.executable, "-m", "cari.cli", "db", "stop"], env=env, check=False)
+    run(["db", "stop"], env)

@@ -83,20 +83,21 @@ def run(
     from cari.runtime import check, open_runtime
 
     config = config or settings()
-    niceness = config.batch_niceness
-    if batch and config.batch_niceness > 0:
+    niceness = config.batch_niceness if batch else 0
+    if niceness > 0:
         own_session()  # first: nothing started yet that a fork would copy
     check(config)  # before the embedded server may be started for nothing
     dsn = migrated_database(config)
+    watched = niceness > 0 and config.embedder == "local"  # the model's work is this process's
 
     async def main() -> R:
         async with open_runtime(config, dsn=dsn) as rt:
-            if not (batch and config.batch_niceness > 0 and config.embedder == "local"):
+            if not watched:
                 return await work(rt)
             # The watcher never cancels: `work`'s result is always there.
             return cast(R, await beside(work(rt), lambda _: warn_when_starved(niceness)))
 
-    with lowered(config.batch_niceness if batch else 0):
+    with lowered(niceness):
         return asyncio.run(main())
 
 
