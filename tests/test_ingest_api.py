@@ -170,6 +170,31 @@ def test_batch_stores_valid_and_lists_rejected(dsn: str, fake: FakeOpenAI) -> No
     ]
 
 
+def test_an_unknown_language_rejects_only_its_document(client: TestClient[Any]) -> None:
+    documents = [
+        {"id": "okdoc", "text": "Fine words."},
+        {"id": "baddoc", "text": "Other words.", "language": "nope"},
+        {"id": "owndoc", "text": "Kata kata.", "language": "simple"},
+    ]
+    response = client.post("/v1/collections/kb/documents", json={"documents": documents})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert [r["id"] for r in body["results"]] == ["okdoc", "owndoc"]
+    [rejection] = body["rejected"]
+    assert (rejection["index"], rejection["id"]) == (1, "baddoc")
+    assert rejection["reason"].startswith("language: unknown text-search configuration 'nope'")
+    assert client.get("/v1/collections/kb/documents/okdoc").status_code == 200
+
+    lone = {"id": "baddoc", "text": "Other words.", "language": "nope"}
+    for response in (
+        client.post("/v1/collections/kb/documents", json=lone),
+        client.put("/v1/collections/kb/documents/baddoc", json=lone),
+    ):
+        assert response.status_code == 422, response.text
+        assert response.json()["errors"][0]["field"] == "language"
+    assert client.get("/v1/collections/kb/documents/baddoc").status_code == 404
+
+
 def test_single_invalid_document_is_a_named_4xx(client: TestClient[Any]) -> None:
     response = client.post(
         "/v1/collections/kb/documents", json={"id": "m", "text": "x", "metadata": 3}

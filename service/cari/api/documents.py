@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
@@ -110,12 +111,21 @@ DocumentId = Annotated[
 ]
 
 
-def to_document(raw: object, settings: Settings, *, path_id: str | None = None) -> NewDocument:
-    """Validate one request document; errors name the field."""
+def to_document(
+    raw: object,
+    settings: Settings,
+    *,
+    path_id: str | None = None,
+    unknown_languages: Mapping[str, InvalidInput] | None = None,
+) -> NewDocument:
+    """Validate one request document; errors name the field. `unknown_languages`: why each
+    `language` the server lacks is refused (`_unknown_languages`)."""
     try:
         spec = msgspec.convert(raw, DocumentIn)
     except msgspec.ValidationError as exc:
         raise InvalidInput.from_msgspec(str(exc), "document") from None
+    if unknown_languages and spec.language is not None and spec.language in unknown_languages:
+        raise unknown_languages[spec.language]
     if path_id is not None and not 1 <= len(path_id) <= 512:
         raise InvalidInput("id", f"must be 1 to 512 characters, not {len(path_id)}")
     if path_id is not None and spec.id not in (None, path_id):
@@ -147,8 +157,27 @@ def to_document(raw: object, settings: Settings, *, path_id: str | None = None) 
     return document
 
 
+async def _unknown_languages(
+    ingestor: Ingestor, raw_documents: Sequence[object]
+) -> dict[str, InvalidInput]:
+    """Why each `language` the documents name that PostgreSQL does not know is refused, asked
+    before any is written: the write itself would refuse the whole batch."""
+    names = {
+        raw["language"]
+        for raw in raw_documents
+        if isinstance(raw, dict) and isinstance(raw.get("language"), str)
+    }
+    if not names:
+        return {}
+    async with ingestor.pool.connection() as conn:
+        return await store.unknown_languages(conn, names)
+
+
 def _validate_batch(
-    raw_documents: list[object], settings: Settings, batch: bool
+    raw_documents: list[object],
+    settings: Settings,
+    batch: bool,
+    unknown_languages: Mapping[str, InvalidInput],
 ) -> tuple[list[NewDocument], list[Rejection]]:
     """The valid documents, and why each other one was rejected (a lone document raises)."""
     documents: list[NewDocument] = []
@@ -157,7 +186,7 @@ def _validate_batch(
     for index, raw in enumerate(raw_documents):
         raw_id = raw.get("id") if isinstance(raw, dict) else None
         try:
-            document = to_document(raw, settings)
+            document = to_document(raw, settings, unknown_languages=unknown_languages)
             if document.external_id in seen:
                 raise InvalidInput("id", "appears twice in this batch")
         except CariError as exc:
@@ -220,9 +249,11 @@ class DocumentsController(Controller):
                 f"{len(raw_documents)} documents, over the limit of "
                 f"{settings.max_batch_documents} per request",
             )
+        ingestor: Ingestor = state.runtime.ingestor
+        refused = await _unknown_languages(ingestor, raw_documents)
         # Parsing large HTML or Markdown is CPU work: keep it off the event loop.
         documents, rejected = await anyio.to_thread.run_sync(
-            _validate_batch, raw_documents, settings, batch
+            _validate_batch, raw_documents, settings, batch, refused
         )
         if not documents:
             raise InvalidInput(
@@ -230,7 +261,6 @@ class DocumentsController(Controller):
                 "every document was rejected: "
                 + "; ".join(f"[{r.index}] {r.reason}" for r in rejected),
             )
-        ingestor: Ingestor = state.runtime.ingestor
         budget = settings.write_embedding_budget_s
         result = await ingestor.ingest(collection, documents, embedding_budget_s=budget)
         return _response(result, rejected)
@@ -250,10 +280,17 @@ class DocumentsController(Controller):
         document_id: DocumentId,
         data: OneDocument,
     ) -> IngestResponse:
-        document = await anyio.to_thread.run_sync(
-            partial(to_document, data, state.settings, path_id=_id(request, document_id))
-        )
         ingestor: Ingestor = state.runtime.ingestor
+        refused = await _unknown_languages(ingestor, [data])
+        document = await anyio.to_thread.run_sync(
+            partial(
+                to_document,
+                data,
+                state.settings,
+                path_id=_id(request, document_id),
+                unknown_languages=refused,
+            )
+        )
         budget = state.settings.write_embedding_budget_s
         return _response(
             await ingestor.ingest(collection, [document], embedding_budget_s=budget), []

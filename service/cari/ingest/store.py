@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,6 +22,7 @@ from cari.errors import InvalidInput, NotFound
 from cari.ingest.chunking import NewChunk
 from cari.ingest.formats import Section
 from cari.limits import refuse_nul
+from cari.observability import metrics
 
 Conn = psycopg.AsyncConnection[Any]
 Status = Literal["created", "updated", "unchanged"]
@@ -246,6 +247,16 @@ async def compact_statistics(
         return
     try:
         await _compact(conn, collection, fold_postings)
+    except psycopg.errors.DataCorrupted as exc:
+        # Each fold would fail alike until the blocks are rewritten: said each time, loudly.
+        metrics.KEYWORD_INDEX_DAMAGE.labels("fold").inc()
+        log.error(
+            "BM25 upkeep of collection %s cannot fold its new postings into blocks, one is "
+            "damaged (%s): keyword search stays exact, the delta grows; `cari bm25 check` names "
+            "the block, `cari bm25 repair` rewrites them",
+            collection.id,
+            one_line(str(exc)),
+        )
     except psycopg.Error as exc:
         # The write committed before this: it must not be reported as failed because the
         # upkeep after it did (a deadlock with a collection being deleted, a lost connection).
@@ -275,13 +286,25 @@ async def _compact(conn: Conn, collection: CollectionRef, fold_postings: int) ->
 
 async def _language_oids(conn: Conn, names: set[str | None]) -> dict[str | None, int]:
     """Text-search configurations by name, as binary COPY sends them; unknown names fail."""
-    if not names:
-        return {}
-    cur = await conn.execute(query("text_search_config_oids"), {"names": sorted(map(str, names))})
-    found: dict[str | None, int] = {str(name): int(oid) for name, oid in await cur.fetchall()}
+    known = await _known_languages(conn, names)
+    found: dict[str | None, int] = {name: oid for name, oid in known.items()}
     if unknown := names - found.keys():
         raise await unknown_language(conn, sorted(map(str, unknown))[0])
     return found
+
+
+async def unknown_languages(conn: Conn, names: set[str]) -> dict[str, InvalidInput]:
+    """Why each of `names` that is no text-search configuration cannot be a document's
+    language: checked before a batch is written, so that only its documents are refused."""
+    known = await _known_languages(conn, names)
+    return {name: await unknown_language(conn, name) for name in sorted(names - known.keys())}
+
+
+async def _known_languages(conn: Conn, names: Collection[str | None]) -> dict[str, int]:
+    if not names:
+        return {}
+    cur = await conn.execute(query("text_search_config_oids"), {"names": sorted(map(str, names))})
+    return {str(name): int(oid) for name, oid in await cur.fetchall()}
 
 
 async def get_document(conn: Conn, collection: CollectionRef, external_id: str) -> dict[str, Any]:
