@@ -45,8 +45,8 @@
  * add up exactly, and that each posting is dominated by a bound point.
  * bm25_unpack checks all of it.  The walker reads a sub-block only as far as
  * it needs: each posting read is checked (its id within the sub-block's range,
- * its part within the sub-block's bound), the sub-block's end once its last
- * posting is read.  Anything else raises ERRCODE_DATA_CORRUPTED.
+ * a bound point dominating it), the sub-block's end once its last posting is
+ * read.  The checks are structural, the same for every query.  Anything else raises ERRCODE_DATA_CORRUPTED.
  *
  * Portions Copyright (c) the Cari authors; Apache-2.0.
  *
@@ -243,27 +243,16 @@ bm25_subblock_decode(const Bm25Block *block, int s, Bm25Postings *out)
 	out->count = sub->count;
 }
 
-static inline bool
-point_dominates(const Bm25Point *pt, int32 tf_title, int32 tf_body,
-				int32 len_title, int32 len_body)
-{
-	return pt->tf_title >= tf_title && pt->tf_body >= tf_body &&
-		pt->len_title <= len_title && pt->len_body <= len_body;
-}
-
 /* Check every decoded posting is dominated by one of its bound points. */
 void
 bm25_subblock_check_points(const Bm25SubBlock *sub, const Bm25Postings *postings)
 {
 	for (int i = 0; i < postings->count; i++)
 	{
-		bool		ok = false;
+		int32		fields[4] = {postings->tf_title[i], postings->tf_body[i],
+			postings->len_title[i], postings->len_body[i]};
 
-		for (int j = 0; j < sub->npoints && !ok; j++)
-			ok = point_dominates(&sub->points[j], postings->tf_title[i],
-								 postings->tf_body[i], postings->len_title[i],
-								 postings->len_body[i]);
-		if (!ok)
+		if (!bm25_posting_bounded(sub, fields))
 			bm25_corrupt(psprintf("posting of chunk " INT64_FORMAT
 								  " above its sub-block's bound", postings->id[i]));
 	}
@@ -387,12 +376,12 @@ pack_points(const PackInput *in, int lo, int hi, Bm25Point *out)
 
 		avglen += (double) q.len_title + q.len_body;
 		for (int j = 0; j < m && !dominated; j++)
-			dominated = point_dominates(&pts[j], q.tf_title, q.tf_body,
+			dominated = bm25_point_dominates(&pts[j], q.tf_title, q.tf_body,
 										q.len_title, q.len_body);
 		if (dominated)
 			continue;
 		for (int j = 0; j < m; j++)
-			if (!point_dominates(&q, pts[j].tf_title, pts[j].tf_body,
+			if (!bm25_point_dominates(&q, pts[j].tf_title, pts[j].tf_body,
 								 pts[j].len_title, pts[j].len_body))
 				pts[kept++] = pts[j];
 		pts[kept] = q;

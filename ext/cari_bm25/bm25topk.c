@@ -137,7 +137,6 @@ typedef struct Term
 	int			total;
 	int			count;
 	int			pos;			/* the cursor, in [0, count] */
-	double		limit;			/* a part above this contradicts the bound */
 	int64		ids[BM25_SUB_POSTINGS];
 	double		parts[BM25_SUB_POSTINGS];
 	int32		fields[BM25_SUB_POSTINGS][4];	/* tf_title, tf_body, len_title,
@@ -402,7 +401,7 @@ term_seek(Walk *w, Term *t, int64 target)
 
 /*
  * Read the posting at *p of a sub-block after chunk `prev`, checked to lie in
- * the sub-block's range.
+ * the sub-block's range and under one of its bound points.
  */
 static inline int64
 subblock_posting_get(const Bm25SubBlock *sub, const uint8 **p, const uint8 *end,
@@ -414,6 +413,9 @@ subblock_posting_get(const Bm25SubBlock *sub, const uint8 **p, const uint8 *end,
 		bm25_corrupt("block overlaps the previous block");
 	if (unlikely(id > sub->last))
 		bm25_corrupt("chunk id beyond its sub-block's last id");
+	if (unlikely(!bm25_posting_bounded(sub, fields)))
+		bm25_corrupt(psprintf("posting of chunk " INT64_FORMAT
+							  " above its sub-block's bound", id));
 	return id;
 }
 
@@ -444,7 +446,6 @@ term_fill(Walk *w, Term *t, int64 d)
 		t->total = sub->count;
 		t->count = 0;
 		t->pos = 0;
-		t->limit = t->bound[t->sub] * (1.0 + BOUND_SLACK) + BOUND_SLACK_ABS;
 		t->decoded = true;
 		w->subblocks_decoded++;
 	}
@@ -463,11 +464,12 @@ term_fill(Walk *w, Term *t, int64 d)
 }
 
 /*
- * The part of the term's posting of chunk `id` with these fields, checked
- * against `limit`, its sub-block's bound.
+ * The part of the term's posting of chunk `id` with these fields (decoded by
+ * subblock_posting_get, so under its sub-block's bound up to rounding, which
+ * the pruning's slack covers).
  */
 static inline double
-part_checked(Walk *w, const Term *t, int64 id, const int32 *fields, double limit)
+part_checked(Walk *w, const Term *t, int64 id, const int32 *fields)
 {
 	double		part = bm25_part(&w->params, t->weight, fields[0], fields[1],
 								 fields[2], fields[3]);
@@ -477,9 +479,6 @@ part_checked(Walk *w, const Term *t, int64 id, const int32 *fields, double limit
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("BM25 score of chunk " INT64_FORMAT " is out of range", id),
 				 errhint("Check the weights, avglen and boost.")));
-	if (unlikely(part > limit))
-		bm25_corrupt(psprintf("posting of chunk " INT64_FORMAT
-							  " above its sub-block's bound", id));
 	return part;
 }
 
@@ -491,7 +490,7 @@ term_part(Walk *w, Term *t, int i)
 
 	if (likely(!isnan(part)))
 		return part;
-	part = part_checked(w, t, t->ids[i], t->fields[i], t->limit);
+	part = part_checked(w, t, t->ids[i], t->fields[i]);
 	t->parts[i] = part;
 	return part;
 }
@@ -849,7 +848,6 @@ dense_subblock(Walk *w, Term *t, int64 wstart, DenseRole role)
 	const Bm25SubBlock *sub = &t->block.sub[t->sub];
 	const uint8 *p = t->block.data + sub->offset;
 	const uint8 *end = p + sub->length;
-	double		limit = t->bound[t->sub] * (1.0 + BOUND_SLACK) + BOUND_SLACK_ABS;
 	int64		id = sub->base;
 	int32		fields[4];
 
@@ -861,7 +859,7 @@ dense_subblock(Walk *w, Term *t, int64 wstart, DenseRole role)
 		id = subblock_posting_get(sub, &p, end, id, fields);
 		slot = (int) (id - wstart);
 		if (dense_wanted(w, slot, role))
-			dense_record(w, t, slot, part_checked(w, t, id, fields, limit), role);
+			dense_record(w, t, slot, part_checked(w, t, id, fields), role);
 	}
 	subblock_check_end(sub, p, end, id);
 }

@@ -68,6 +68,30 @@ typedef struct Bm25Postings
 	int32		len_body[BM25_SUB_POSTINGS];
 } Bm25Postings;
 
+/* Whether the point has tf_title, tf_body at least, len_title, len_body at most these. */
+static inline bool
+bm25_point_dominates(const Bm25Point *pt, int32 tf_title, int32 tf_body,
+					 int32 len_title, int32 len_body)
+{
+	return pt->tf_title >= tf_title && pt->tf_body >= tf_body &&
+		pt->len_title <= len_title && pt->len_body <= len_body;
+}
+
+/*
+ * Whether one of the sub-block's bound points dominates the posting's fields
+ * (tf_title, tf_body, len_title, len_body): what makes the point's part an
+ * upper bound of the posting's for any query.  A structural check, the same
+ * whatever the query's weights, k1, b or boost.
+ */
+static inline bool
+bm25_posting_bounded(const Bm25SubBlock *sub, const int32 *fields)
+{
+	for (int j = 0; j < sub->npoints; j++)
+		if (bm25_point_dominates(&sub->points[j], fields[0], fields[1], fields[2], fields[3]))
+			return true;
+	return false;
+}
+
 pg_noreturn extern void bm25_corrupt(const char *detail);
 pg_noreturn extern void bm25_corrupt_value(const char *what, const char *why);
 
