@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, Literal
 
 import msgspec
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import kwargs_row
 
+from cari.db import keyword_damage
+from cari.db.keyword_damage import DamagedBlock
 from cari.db.queries import query
 from cari.errors import ConfigError, Conflict, InvalidInput, NotFound
 from cari.limits import refuse_nul
@@ -130,6 +133,41 @@ async def keyword_index_differences(conn: Conn, name: str) -> dict[str, int]:
     await get(conn, name)
     cur = await conn.execute(query("bm25_check"), {"name": name})
     return {str(kind): int(count) for kind, count in await cur.fetchall()}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KeywordIndexCheck:
+    """`cari bm25 check` of one collection: its damaged blocks, else what a recount from its
+    chunks finds different; or the error that stopped the check."""
+
+    collection: str
+    damaged: list[DamagedBlock] = dataclasses.field(default_factory=list)
+    differences: dict[str, int] = dataclasses.field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def status(self) -> Literal["exact", "differs", "damaged", "unchecked"]:
+        if self.error is not None:
+            return "unchecked"
+        if self.damaged:
+            return "damaged"
+        return "differs" if any(self.differences.values()) else "exact"
+
+
+async def check_keyword_index(conn: Conn, name: str) -> KeywordIndexCheck:
+    """Every packed block of the collection read alone (it decodes and agrees with its row),
+    then, if none is damaged, a full recount of its postings and statistics from its chunks
+    compared with the stored ones. On a connection in autocommit."""
+    cur = await conn.execute(query("collection_ref"), {"name": name})
+    if (row := await cur.fetchone()) is None:
+        raise NotFound(f"collection '{name}' does not exist")
+    try:
+        if damaged := await keyword_damage.find(conn, int(row[0])):
+            return KeywordIndexCheck(name, damaged=damaged)  # the recount would read them
+        differences = await keyword_index_differences(conn, name)
+    except psycopg.Error as exc:
+        return KeywordIndexCheck(name, error=" ".join(str(exc).split()))
+    return KeywordIndexCheck(name, differences=differences)
 
 
 async def delete(conn: Conn, name: str) -> None:
