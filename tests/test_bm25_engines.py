@@ -29,7 +29,7 @@ from psycopg import sql
 
 from cari import collection, synonyms
 from cari.db import keyword_engine, migrations
-from cari.db.queries import fragment, query
+from cari.db.queries import query
 from cari.ingest.store import (
     CollectionRef,
     clear_documents,
@@ -105,8 +105,8 @@ def ext_dsn(dsn: str) -> Iterator[str]:
     """A fresh migrated database with the extension, or a skip where the server has none."""
     with psycopg.connect(dsn) as conn:
         installed = conn.execute(query("keyword_engine")).fetchone() is not None
-    summed = fragment("search_keyword_summed")
-    assert ORACLE_FROM in summed, "the oracle no longer reads the statement"
+    statement = bm25.keyword_statement("sql").as_string(None)
+    assert ORACLE_FROM in statement, "the oracle no longer reads the statement"
     if not installed:
         if os.environ.get("CARI_REQUIRE_BM25_EXTENSION"):
             pytest.fail("the cari_bm25 extension is not installed in the test database")

@@ -9,7 +9,7 @@ import pytest
 from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
 
 from cari.db.queries import _QUOTED_OR_COMMENT, SQL_DIR, _code, _half_indented, fragment, query
-from cari.search.bm25 import Engine, keyword_statement
+from cari.search.bm25 import Statement, keyword_statement
 
 
 def test_comments_go_and_quoted_text_stays() -> None:
@@ -40,8 +40,8 @@ def test_no_quoted_text_spans_lines(path: Path) -> None:
     assert not [text for text in quoted if text and "\n" in text]
 
 
-@pytest.mark.parametrize("engine", ["sql", "cari_bm25"])
-def test_a_search_statement_is_parsed_once(engine: Engine) -> None:
+@pytest.mark.parametrize("engine", ["sql", "cari_bm25", "chunks"])
+def test_a_search_statement_is_parsed_once(engine: Statement) -> None:
     """psycopg keeps a statement's placeholders parsed only up to 4,096 bytes; beyond, it parses
     them again on every execution (~73 µs more of the client's CPU a search, measured)."""
     for statement in ("query_lexemes", "search_vector", "search_evidence", "chunks_for_results"):

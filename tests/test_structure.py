@@ -334,7 +334,11 @@ COMPOSED = {
     "ef_construction": "64",
     "memory": "'64MB'",
     "filters": "",
-    "unfolded": "",
+    # A term's posting rows (the SQL statement's; cari.search.bm25.POSTINGS).
+    "postings": (
+        "SELECT o.chunk_id, o.tf_title, o.tf_body, o.len_title, o.len_body FROM postings AS o"
+        " WHERE o.collection_id = %(collection_id)s AND o.lexeme = t.lexeme"
+    ),
     "allowed": "NULL::bigint[]",
     # The keyword statements' shared fragments (cari.search.bm25.keyword_statement).
     "terms": (SQL_DIR / "fragments" / "search_keyword_terms.sql").read_text(encoding="utf-8"),

@@ -1,8 +1,9 @@
--- Fragment (not a statement) of search_keyword.sql and search_keyword_blocks.sql, composed by
--- cari.search.bm25.statement: every posting of the terms in the `postings` table, scored and
--- summed per chunk (`scored`), a fired rule's group as its best alternative; its filters
--- as there. `unfolded` is empty (the SQL statement) or adds the postings of the chunk delta
--- (`search_keyword_blocks.sql`'s CTE `unfolded`).
+-- Fragment (not a statement) of search_keyword.sql, search_keyword_blocks.sql and
+-- search_keyword_chunks.sql, composed by cari.search.bm25.statement: every posting of the
+-- terms, scored and summed per chunk (`scored`), a fired rule's group as its best alternative;
+-- its filters as there. `postings` reads a term's postings (`t.lexeme`): its rows in the
+-- `postings` table (the SQL statement), those and the chunk delta's (the blocks' statement's
+-- CTE `unfolded`), or the chunks' own (the chunks' statement's `unfolded`).
 parts AS NOT MATERIALIZED (  -- inlined in each branch below: postings read once
     SELECT heads.chunk_id, heads.grp, heads.alt, heads.part
     FROM (
@@ -12,10 +13,7 @@ parts AS NOT MATERIALIZED (  -- inlined in each branch below: postings read once
         FROM terms AS t
         CROSS JOIN params AS p
         CROSS JOIN totals AS a
-        CROSS JOIN LATERAL (
-            SELECT o.chunk_id, o.tf_title, o.tf_body, o.len_title, o.len_body
-            FROM postings AS o
-            WHERE o.collection_id = %(collection_id)s AND o.lexeme = t.lexeme{unfolded}
+        CROSS JOIN LATERAL ({postings}
         ) AS h
     ) AS heads
     {filters}

@@ -11,7 +11,7 @@ from psycopg_pool import PoolTimeout
 
 from cari.api.state import AppState
 from cari.db import migrations
-from cari.schema.health import Health, Readiness
+from cari.schema.health import DamagedCollection, Health, Readiness
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ def healthz() -> Health:
 
 @get(
     "/readyz",
-    summary="The database is reachable and migrated to head",
+    summary="The database is reachable and migrated to head (degraded: damaged keyword blocks)",
     operation_id="getReadiness",
     responses={503: ResponseSpec(Readiness, description="Not ready", generate_examples=False)},
 )
@@ -35,6 +35,7 @@ async def readyz(state: AppState) -> Response[Readiness]:
         async with pool.connection(timeout=2.0) as conn:
             revision = await migrations.current(conn)
             engine = await keyword_engine.current(conn)
+            damaged = await keyword_engine.damage.current(conn)
     except (PoolTimeout, psycopg.OperationalError) as exc:
         # Details go to the log: this endpoint answers without an API key.
         log.warning("readiness: database unreachable: %s", exc)
@@ -46,10 +47,14 @@ async def readyz(state: AppState) -> Response[Readiness]:
         )
     return Response(
         Readiness(
-            "ready",
+            "degraded" if damaged else "ready",
             schema=revision,
             keyword_engine=engine.name,
             keyword_engine_version=engine.version,
+            damaged=[
+                DamagedCollection(d.collection, [str(block) for block in d.blocks]) for d in damaged
+            ]
+            or None,
         )
     )
 

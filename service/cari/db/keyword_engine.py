@@ -11,7 +11,8 @@ extension was created, its packed postings go back to the `postings` table and i
 (the statement reads only that table).
 
 `KeywordEngine` is a runtime's: it asks the database once and keeps the answer, which /readyz,
-/metrics (`cari_keyword_engine`) and `explain` report.
+/metrics (`cari_keyword_engine`) and `explain` report, and the damaged blocks its searches met
+(`damage`, which /readyz reports until they read well).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from cari.db import extension
+from cari.db.keyword_damage import Damage
 from cari.db.queries import query
 from cari.settings import Settings
 
@@ -120,6 +122,7 @@ class KeywordEngine:
         self._pool = pool
         self._settings = settings
         self._known: Engine | None = None
+        self.damage = Damage()
 
     @property
     def known(self) -> Engine | None:

@@ -251,11 +251,13 @@ async def compact_statistics(
         # Each fold would fail alike until the blocks are rewritten: said each time, loudly.
         metrics.KEYWORD_INDEX_DAMAGE.labels("fold").inc()
         log.error(
-            "BM25 upkeep of collection %s cannot fold its new postings into blocks, one is "
-            "damaged (%s): keyword search stays exact, the delta grows; `cari bm25 check` names "
-            "the block, `cari bm25 repair` rewrites them",
-            collection.id,
-            one_line(str(exc)),
+            "BM25 upkeep of '%s' cannot fold its new postings into blocks, one is damaged "
+            "(%s): keyword search stays exact, the delta grows; `cari bm25 check -c %s` names "
+            "the block, `cari bm25 repair -c %s` rewrites the blocks",
+            collection.name,
+            " ".join(str(exc).split()),
+            collection.name,
+            collection.name,
         )
     except psycopg.Error as exc:
         # The write committed before this: it must not be reported as failed because the

@@ -66,6 +66,12 @@ CHUNKS = Counter(
     "Chunks written by ingestion, by whether they were stored with their vector.",
     ["embedded"],
 )
+KEYWORD_INDEX_DAMAGE = Counter(
+    "cari_keyword_index_damage_total",
+    "Operations that met a damaged block of the keyword index (`cari bm25 check` names it): "
+    "search (answered from the chunks' own words instead, exactly) or fold (left for later).",
+    ["operation"],
+)
 READS = Counter(
     "cari_reads_total",
     "Searches, answers and API reads by the server that ran them: primary, replica1, ... "

@@ -10,7 +10,7 @@ database driver, web framework or model.
     documents    DocumentIn, IngestResponse, Document, DocumentPage, ...
     catalog      CatalogItemIn, FinancingRateIn, CatalogItem, FinancingRate, ...
     collections  Collection, CollectionCreate, CollectionUpdate, Synonyms
-    health       Health, Readiness
+    health       Health, Readiness, DamagedCollection
     tool         Tool (a collection's search as an OpenAI function)
     consistency  the consistency token's header and form
 """

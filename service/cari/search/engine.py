@@ -34,6 +34,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from cari import synonyms, typos
 from cari.concurrency import all_or_none, both
+from cari.db.keyword_damage import Damaged
 from cari.db.keyword_engine import KeywordEngine
 from cari.db.queries import query
 from cari.db.replicas import Node, Reads
@@ -168,6 +169,8 @@ class Searcher:
         if degraded:
             warnings.append(f"vector search skipped, keyword results only: {degraded[0]}")
             degraded = ["vector"]
+        if damaged := sorted({block for part in parts for block in part.damaged}):
+            warnings.append(bm25.damage_warning(collection.name, damaged))
         _slowest(parts, timings)
 
         merged = _interleave([part.kept for part in parts], plan.top_k)
@@ -378,6 +381,7 @@ class Searcher:
             finally:
                 analysis.cancel()  # no connection, or cancelled: the wait for it ends too
             part.postings_read = found.postings_read
+            part.damaged = found.damaged
             return found.candidates
 
         async def vector() -> list[Candidate]:
@@ -496,7 +500,7 @@ class Searcher:
         async with pool.connection() as conn:
             asked = await analyse(conn)
             engine = await self.keyword_engine.current(conn)
-            return await bm25.search_lexemes(
+            found = await bm25.search_lexemes(
                 conn,
                 collection.id,
                 asked,
@@ -505,6 +509,11 @@ class Searcher:
                 params=params,
                 engine=engine.name,
             )
+        if found.damaged:
+            bm25.met_damage(
+                self.keyword_engine.damage, Damaged(collection.id, collection.name, found.damaged)
+            )
+        return found
 
     async def _vector(
         self,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cari.db.keyword_damage import DamagedBlock
 from cari.db.vector_space import Space
 from cari.limits import Method, Mode
 from cari.schema.search import SearchRequest
@@ -147,6 +148,7 @@ class Part:
     cached: bool = False
     applied_ef: str | None = None
     postings_read: int | None = None
+    damaged: tuple[DamagedBlock, ...] = ()  # of the keyword index, met by its keyword search
     lexemes: Lexemes = field(default_factory=Lexemes)  # what it looked for
     routing: Routing | None = None
     timings: dict[str, float] = field(default_factory=dict)
