@@ -106,6 +106,17 @@ class Settings(BaseSettings):
         description="Comma-separated origins browsers may call the API from (* for any); "
         "empty: none.",
     )
+    request_head_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="A request's line and headers must arrive whole within this many seconds "
+        "of the connection, or of the previous response on it: else 408, and it is closed.",
+    )
+    request_body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Longest a request's body may pause: else 408, and its connection is closed.",
+    )
     pool_min_size: int = Field(default=1, ge=0)
     pool_max_size: int = Field(default=10, ge=1)
     pool_timeout_s: float = Field(

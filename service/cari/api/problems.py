@@ -49,6 +49,7 @@ KINDS: Mapping[str, tuple[int, str]] = {
     "unauthorized": (401, "Missing or invalid API key"),
     "not_found": (404, "Not found"),
     "method_not_allowed": (405, "Method not allowed"),
+    "request_timeout": (408, "Request timeout"),
     "conflict": (409, "Exists already"),
     "body_too_large": (413, "Request body too large"),
     "invalid_input": (422, "Invalid input"),
@@ -60,6 +61,10 @@ KINDS: Mapping[str, tuple[int, str]] = {
     "embedder_busy": (503, "Embedder busy"),
     "llm_unavailable": (503, "Language model unavailable"),
 }
+
+# What Litestar's 500 says when a client left while its body was read (or `cari serve`'s body
+# timeout closed the connection).
+LEFT_MID_BODY = "client disconnected prematurely"
 
 # The kind of each error Litestar raises itself, by status; a ValidationException (a value
 # that breaks the schema) is `invalid_input`, and any other status a fault.
@@ -78,13 +83,15 @@ class FieldError(msgspec.Struct):
 
 
 class Problem(msgspec.Struct, kw_only=True):
-    """An error (RFC 9457). `code` is stable; `detail` is a sentence for people."""
+    """An error (RFC 9457). `code` is stable; `detail` is a sentence for people. `instance`
+    is the request's path, absent when the server did not read it (a head that never came
+    whole)."""
 
     type: str
     title: str
     status: int
     detail: str
-    instance: str
+    instance: str | msgspec.UnsetType = msgspec.UNSET
     code: str
     errors: list[FieldError] | msgspec.UnsetType = msgspec.UNSET
 
@@ -178,6 +185,9 @@ def nested_too_deeply(request: Request[Any, Any, Any], exc: RecursionError) -> R
 
 def internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     """A fault of ours: logged whole, answered without internals."""
+    if isinstance(exc, HTTPException) and exc.detail == LEFT_MID_BODY:  # the client's doing
+        log.info("%s %s: the client left before its body arrived", request.method, request.url.path)
+        return problem(request, "invalid_body", "the body did not arrive whole")
     log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
     return problem(request, "internal_error", "the server failed to handle the request")
 

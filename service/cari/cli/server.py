@@ -35,6 +35,7 @@ def serve(host: str | None, port: int | None, allow_unauthenticated: bool | None
     import uvicorn
 
     from cari.api.app import create_app
+    from cari.api.protocol import http_protocol
     from cari.runtime import check
 
     config = settings(host=host, port=port, allow_unauthenticated=allow_unauthenticated)
@@ -58,7 +59,9 @@ def serve(host: str | None, port: int | None, allow_unauthenticated: bool | None
     # embedded server be stopped when this was its last user.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # Uvicorn's lines (startup, access log) go through the logging configured above.
-    uvicorn.run(app, host=config.host, port=config.port, log_config=None)
+    uvicorn.run(
+        app, host=config.host, port=config.port, log_config=None, http=http_protocol(config)
+    )
 
 
 def _url_host(host: str) -> str:
