@@ -279,6 +279,52 @@ def test_a_fold_over_a_damaged_block_says_so_and_keeps_its_delta(
         assert _check(dsn).status == "exact"
 
 
+# Damage every block reads well through, that only a recount from the chunks finds: the
+# chunk delta and the dead list disagreeing with the blocks, the statistics with the chunks.
+RECOUNTED = {
+    "a dead chunk forgotten (its old postings come back)": (
+        "DELETE FROM bm25_dead WHERE collection_id = %(c)s"
+        " AND chunk_id = (SELECT min(chunk_id) FROM bm25_dead WHERE collection_id = %(c)s)",
+        "postings",
+    ),
+    "a written chunk's delta row lost (its postings vanish)": (
+        "DELETE FROM bm25_delta WHERE collection_id = %(c)s"
+        " AND chunk_id = (SELECT min(chunk_id) FROM bm25_delta WHERE collection_id = %(c)s)",
+        "postings",
+    ),
+    "a document frequency off by one": (
+        "UPDATE bm25_terms SET df = df + 1 WHERE collection_id = %(c)s AND lexeme = %(w)s",
+        "document frequencies",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", RECOUNTED)
+def test_check_recounts_what_reads_well_but_disagrees(
+    served: tuple[TestClient[Any], str], kind: str
+) -> None:
+    client, dsn = served
+    damage, differs = RECOUNTED[kind]
+    # A folded chunk replaced (dead in its block, its new postings in the delta) and one new.
+    replaced = client.put(f"/v1/collections/{NAME}/documents/d1", json={"text": f"{WORD} anew"})
+    assert replaced.status_code == 200, replaced.text
+    added = client.post(f"/v1/collections/{NAME}/documents", json={"id": "new", "text": WORD})
+    assert added.status_code == 200, added.text
+    assert _check(dsn).status == "exact"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute(damage, {"c": _collection_id(conn), "w": WORD}).rowcount == 1
+    try:
+        checked = _check(dsn)
+        assert checked.status == "differs" and checked.differences[differs] > 0, checked
+        assert not checked.damaged  # every block still reads
+        assert _search(client, "keyword")["results"]  # and searches still answer
+    finally:
+        _repair(dsn)
+        client.delete(f"/v1/collections/{NAME}/documents/new")
+    assert _check(dsn).status == "exact"
+    _oracle_equal(dsn)
+
+
 def test_check_names_every_damaged_block_and_goes_on(
     served: tuple[TestClient[Any], str], tmp_path: Any
 ) -> None:
