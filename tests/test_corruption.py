@@ -168,7 +168,8 @@ def _search(
     client: TestClient[Any], mode: str, query: str = f"{WORD} {WORDS[5]}"
 ) -> dict[str, Any]:
     response = client.post(
-        f"/v1/collections/{NAME}/search", json={"query": query, "mode": mode, "top_k": 20}
+        f"/v1/collections/{NAME}/search",
+        json={"query": query, "mode": mode, "top_k": 20, "explain": True},
     )
     assert response.status_code == 200, response.text
     result: dict[str, Any] = response.json()
@@ -232,6 +233,8 @@ def test_a_damaged_block_is_named_contained_and_repaired(
                 result = _search(client, mode)
                 assert _ranked(result) == before[mode], mode
                 assert any("damaged block" in w for w in result["warnings"]), result["warnings"]
+                (sub_query,) = result["explain"]["sub_queries"]
+                assert WORD in sub_query["keyword_damaged_blocks"][0]
             answer = client.post(f"/v1/collections/{NAME}/answer", json={"query": WORD})
             assert answer.status_code == 200, answer.text
             assert answer.json()["answer"] == answered.json()["answer"]

@@ -144,6 +144,9 @@ class SubQueryExplain(msgspec.Struct):
     # The text the vector side embedded: the query with its misspelled words respelled as
     # keyword search reads them; null without a vector search.
     embedded_query: str | None = None
+    # Damaged blocks of the keyword index its keyword search met (each named with what is
+    # wrong): its keyword results were read from the chunks' own words instead, the same scores.
+    keyword_damaged_blocks: list[str] | None = None
 
 
 class Explain(msgspec.Struct, kw_only=True):

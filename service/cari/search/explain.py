@@ -106,4 +106,5 @@ def _part(part: Part, plan: Plan, default_scale: relevance.Scale) -> SubQueryExp
         dropped=[DroppedChunk(**weighed(f), reason=reason) for f in part.dropped],
         timings_ms={k: round(v, 3) for k, v in part.timings.items()},
         embedded_query=part.embedded,
+        keyword_damaged_blocks=[str(block) for block in part.damaged] or None,
     )
