@@ -194,6 +194,14 @@ def test_an_unknown_language_rejects_only_its_document(client: TestClient[Any]) 
         assert response.json()["errors"][0]["field"] == "language"
     assert client.get("/v1/collections/kb/documents/baddoc").status_code == 404
 
+    # A batch of none but refused documents: 422, naming each one's field.
+    alone = client.post("/v1/collections/kb/documents", json={"documents": [lone, lone]})
+    assert alone.status_code == 422, alone.text
+    assert [e["field"] for e in alone.json()["errors"]] == [
+        "documents[0].language",
+        "documents[1].language",
+    ]
+
 
 def test_single_invalid_document_is_a_named_4xx(client: TestClient[Any]) -> None:
     response = client.post(

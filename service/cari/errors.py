@@ -45,6 +45,7 @@ ClientError                cari.client: a call to Cari's HTTP API failed
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 
@@ -120,14 +121,16 @@ class Conflict(CariError):
 
 
 class InvalidInput(CariError):
-    """A field's value is unacceptable; `field` names it and `reason` says what is wrong."""
+    """A field's value is unacceptable; `field` names it and `reason` says what is wrong
+    (`errors`: each field and its reason, when they are several)."""
 
     code = "invalid_input"
 
-    def __init__(self, field: str, reason: str) -> None:
+    def __init__(self, field: str, reason: str, *, errors: Sequence[tuple[str, str]] = ()) -> None:
         super().__init__(f"{field}: {reason}")
         self.field = field
         self.reason = reason
+        self.errors = list(errors) or [(field, reason)]
 
     @classmethod
     def from_msgspec(cls, message: str, whole: str) -> InvalidInput:

@@ -178,10 +178,12 @@ def _validate_batch(
     settings: Settings,
     batch: bool,
     unknown_languages: Mapping[str, InvalidInput],
-) -> tuple[list[NewDocument], list[Rejection]]:
-    """The valid documents, and why each other one was rejected (a lone document raises)."""
+) -> tuple[list[NewDocument], list[Rejection], list[tuple[str, str]]]:
+    """The valid documents, why each other one was rejected (a lone document raises), and
+    the field of each rejection with its reason (`documents[1].language`)."""
     documents: list[NewDocument] = []
     rejected: list[Rejection] = []
+    fields: list[tuple[str, str]] = []
     seen: set[str] = set()
     for index, raw in enumerate(raw_documents):
         raw_id = raw.get("id") if isinstance(raw, dict) else None
@@ -193,10 +195,15 @@ def _validate_batch(
             if not batch:
                 raise
             rejected.append(Rejection(index, str(raw_id) if raw_id else None, exc.message))
+            where = f"documents[{index}]"
+            if isinstance(exc, InvalidInput) and exc.field != "document":
+                fields.append((f"{where}.{exc.field}", exc.reason))
+            else:
+                fields.append((where, exc.message))
             continue
         seen.add(document.external_id)
         documents.append(document)
-    return documents, rejected
+    return documents, rejected, fields
 
 
 def _id(request: Request[Any, Any, Any], routed: Path) -> str:
@@ -252,7 +259,7 @@ class DocumentsController(Controller):
         ingestor: Ingestor = state.runtime.ingestor
         refused = await _unknown_languages(ingestor, raw_documents)
         # Parsing large HTML or Markdown is CPU work: keep it off the event loop.
-        documents, rejected = await anyio.to_thread.run_sync(
+        documents, rejected, fields = await anyio.to_thread.run_sync(
             _validate_batch, raw_documents, settings, batch, refused
         )
         if not documents:
@@ -260,6 +267,7 @@ class DocumentsController(Controller):
                 "documents",
                 "every document was rejected: "
                 + "; ".join(f"[{r.index}] {r.reason}" for r in rejected),
+                errors=fields,
             )
         budget = settings.write_embedding_budget_s
         result = await ingestor.ingest(collection, documents, embedding_budget_s=budget)

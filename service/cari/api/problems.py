@@ -126,7 +126,7 @@ def problem(
 def cari_error(request: Request[Any, Any, Any], exc: CariError) -> Response[Any]:
     if exc.code not in KINDS:  # a kind with no HTTP meaning reached the edge: our fault
         return internal_error(request, exc)
-    errors = [FieldError(exc.field, exc.reason)] if isinstance(exc, InvalidInput) else None
+    errors = [FieldError(*e) for e in exc.errors] if isinstance(exc, InvalidInput) else None
     return problem(request, exc.code, exc.message, errors=errors, retry_after=exc.retry_after)
 
 
