@@ -144,6 +144,8 @@ def test_no_information_skips_the_llm(collection_dsn: str, llm: FakeLLM) -> None
     with app_client(collection_dsn, **llm.settings(rerank_base_url=None)) as client:
         indonesian = ask(client, query="siapa penemu bola lampu?")
         english = ask(client, query="who invented the light bulb?")
+        # An English title inside an Indonesian question: still Indonesian.
+        titled = ask(client, query="tahun berapakah The Greatest Showman dirilis?")
         received = events(client, query="who invented the light bulb?")
         patched = client.patch("/v1/collections/cars", json={"no_information": "Belum ada."})
         assert patched.status_code == 200 and patched.json()["no_information"] == "Belum ada."
@@ -152,6 +154,7 @@ def test_no_information_skips_the_llm(collection_dsn: str, llm: FakeLLM) -> None
         assert reset.status_code == 200 and reset.json()["no_information"] is None
     assert indonesian["answer"] == "Maaf, saya tidak memiliki informasi tersebut."
     assert english["answer"] == "Sorry, I don't have that information."
+    assert titled["answer"] == "Maaf, saya tidak memiliki informasi tersebut."
     assert english["no_information"] and english["citations"] == {} and english["sources"] == []
     assert own["answer"] == "Belum ada."
     assert [name for name, _ in received] == [

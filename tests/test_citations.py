@@ -11,6 +11,7 @@ import pytest
 from cari.answer.citations import (
     NO_INFORMATION,
     CitationFilter,
+    Language,
     build_messages,
     citation,
     detect_language,
@@ -90,6 +91,26 @@ def test_citation_of_a_catalog_item_serialises() -> None:
 )
 def test_detect_language(question: str, language: str) -> None:
     assert detect_language(question) == language
+
+
+@pytest.mark.parametrize(
+    ("question", "tie", "language"),
+    [
+        # A title in the other language inside the question says nothing of its language.
+        ("tahun berapakah The Greatest Showman dirilis?", "id", "id"),
+        ("tahun berapakah The Greatest Showman dirilis?", "en", "id"),
+        ("siapakah pemeran utama The Lord of the Rings", "en", "id"),
+        ("who directed Ada Apa Dengan Cinta?", "id", "en"),
+        # No function word either way: the collection's language.
+        ("Honda Civic", "en", "en"),
+        ("Honda Civic", "id", "id"),
+        ("tahun rilis Greatest Showman", "id", "id"),
+    ],
+)
+def test_the_collection_decides_a_tie_and_names_say_nothing(
+    question: str, tie: Language, language: str
+) -> None:
+    assert detect_language(question, tie=tie) == language
 
 
 @pytest.mark.parametrize("language", ["id", "en"])

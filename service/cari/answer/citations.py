@@ -11,6 +11,7 @@ goes, with the space before it; one left with some is rewritten with those (`[2,
 from __future__ import annotations
 
 import html
+import itertools
 import re
 from collections.abc import Sequence
 from typing import Literal
@@ -19,6 +20,9 @@ from cari.schema.answer import Citation
 from cari.schema.search import SearchResult
 
 Language = Literal["id", "en"]
+
+# A collection's text-search configuration, where it names one of the answer's languages.
+COLLECTION_LANGUAGES: dict[str, Language] = {"indonesian": "id", "english": "en"}
 
 NO_INFORMATION: dict[Language, str] = {
     "id": "Maaf, saya tidak memiliki informasi tersebut.",
@@ -64,13 +68,41 @@ _LABELS: dict[Language, tuple[str, str, str]] = {
 }
 
 
-def detect_language(text: str) -> Language:
-    """Indonesian or English, by the function words each holds; Indonesian on a tie."""
-    words = _LETTERS.findall(text.lower())
-    # "-nya" (harganya, spesifikasinya) marks Indonesian even in a question of content words.
-    indonesian = sum(w in FUNCTION_WORDS["id"] or (len(w) > 5 and w.endswith("nya")) for w in words)
+def detect_language(text: str, tie: Language = "id") -> Language:
+    """Indonesian or English, by the function words each holds outside names; `tie` (the
+    collection's language) when they hold as many.
+
+    A run of two or more capitalised words is a name or a title ("The Greatest Showman",
+    "Honda Civic", "The Lord of the Rings"): its words say nothing of the question's language.
+    An Indonesian function word takes the particles -kah and -lah ("berapakah", "siapakah"),
+    and "-nya" (harganya, spesifikasinya) marks Indonesian even in a question of content
+    words."""
+    words = [w.lower() for w in _outside_names(_LETTERS.findall(text))]
+    indonesian = sum(
+        w in FUNCTION_WORDS["id"]
+        or (len(w) > 5 and w.endswith("nya"))
+        or (w.endswith(("kah", "lah")) and w[:-3] in FUNCTION_WORDS["id"])
+        for w in words
+    )
     english = sum(w in FUNCTION_WORDS["en"] for w in words)
+    if english == indonesian:
+        return tie
     return "en" if english > indonesian else "id"
+
+
+# Small words inside a title or a name between its capitalised ones ("The Lord of the Rings").
+_NAME_JOINS = frozenset(("of", "the", "a", "an", "and", "in", "on", "at", "to", "for", "dan"))
+
+
+def _outside_names(words: Sequence[str]) -> list[str]:
+    """`words` less those of names: runs of two or more capitalised words, with the small words
+    of `_NAME_JOINS` between them."""
+    capitals = [i for i, w in enumerate(words) if w[0].isupper()]
+    named: set[int] = set()
+    for a, b in itertools.pairwise(capitals):
+        if all(words[i].lower() in _NAME_JOINS for i in range(a + 1, b)):
+            named.update(range(a, b + 1))
+    return [w for i, w in enumerate(words) if i not in named]
 
 
 def citation(number: int, result: SearchResult) -> Citation:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from cari import collection
 from cari.answer.citations import (
+    COLLECTION_LANGUAGES,
     NO_INFORMATION,
     CitationFilter,
     Language,
@@ -117,7 +118,9 @@ class Answerer:
             question=request.query,
             # A source with no relevance only says why nothing was computed (structured).
             sources=[r for r in found.results if r.kind == "chunk" or r.relevance > 0],
-            language=detect_language(request.query),
+            language=detect_language(
+                request.query, tie=COLLECTION_LANGUAGES.get(settings.language, "id")
+            ),
             no_information=settings.no_information,
             warnings=list(found.warnings),
             started=started,
