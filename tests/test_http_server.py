@@ -1,6 +1,7 @@
-"""Slow clients, over real sockets to a real `cari serve`: a request whose head or body stops
-arriving is answered 408 where HTTP still allows an answer, and its connection is closed, before
-any API key is checked. The server is given 1 s; a test waits up to 30 s (a busy machine)."""
+"""The HTTP server's own answers, over real sockets to a real `cari serve`: a request whose
+head or body stops arriving is answered 408 where HTTP still allows an answer, and its
+connection is closed, before any API key is checked (the server is given 1 s; a test waits up
+to 30 s, for a busy machine); a request line it cannot parse is a documented 400 problem."""
 
 from __future__ import annotations
 
@@ -120,3 +121,11 @@ def test_an_unauthenticated_body_that_stops_is_refused_then_closed(port: int) ->
     head = b"POST /v1/collections HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
     answer = until_closed(port, head)
     assert [status for status, _ in responses(answer)] == [401], answer
+
+
+def test_a_raw_control_character_in_the_query_is_a_400_problem(port: int) -> None:
+    answer = until_closed(port, b"GET /v1/collections?q=a\x01b HTTP/1.1\r\nHost: x\r\n\r\n")
+    [(status, body)] = responses(answer)
+    assert status == 400, answer
+    assert json.loads(body)["code"] == "invalid_request"
+    assert b"application/problem+json" in answer.partition(b"\r\n\r\n")[0]

@@ -29,12 +29,12 @@ from schemathesis.openapi.checks import RejectedPositiveData
 from schemathesis.python import asgi
 
 from cari.api.app import create_app
-from cari.api.openapi import NOT_BLANK_NUL_FREE
+from cari.api.openapi import NOT_BLANK_NUL_FREE, RULE
 from cari.schema.catalog import FRACTION_BELOW, FRACTION_TEXT, PRICE_TEXT
 from cari.schema.collections import CollectionCreate
 from cari.schema.consistency import HEADER, TOKEN_PATTERN
 from cari.settings import LOCAL_EMBEDDING_DIMENSION
-from tests.conftest import settings_for
+from tests.conftest import app_client, settings_for
 from tests.fake_openai import FakeOpenAI
 
 CONFIG = {
@@ -208,7 +208,7 @@ def test_the_document_states_the_rules_the_server_enforces() -> None:
         ("content",),
     }  # text (or content), not blank
     rule = schemas["Synonyms"]["properties"]["rules"]["items"]
-    assert rule["minLength"] == 1 and rule["pattern"] == NOT_BLANK_NUL_FREE  # no empty rule
+    assert rule["minLength"] == 3 and rule["pattern"] == RULE  # no empty rule
     [cursor] = [
         p for p in paths[f"{collection}/documents"]["get"]["parameters"] if p["name"] == "cursor"
     ]
@@ -220,6 +220,59 @@ def test_the_document_states_the_rules_the_server_enforces() -> None:
     scale = schemas["CollectionUpdate"]["properties"]["relevance_scale"]["description"]
     assert "`cosine_floor` must be below `cosine_ceiling`" in scale
     assert schemas["CollectionCreate"]["properties"]["embedder"]["enum"] == ["local", None]
+
+
+def test_the_document_states_languages_offsets_duplicates_tokens_and_rules() -> None:
+    """The rules schemathesis found the server enforcing past the first ten: a language is an
+    installed text-search configuration, a catalog offset a bigint, items and rates are unique,
+    a GET's consistency token has the token's format, a synonym rule has two terms (or two
+    sides), and any /v1 request may be answered 400 (a line the HTTP server cannot parse)."""
+    schemas = DOCUMENT["components"]["schemas"]
+    paths = DOCUMENT["paths"]
+    collection = "/v1/collections/{collection}"
+    for name in ("CollectionCreate", "CollectionUpdate", "DocumentIn", "NewDocument"):
+        assert "installed" in schemas[name]["properties"]["language"]["description"], name
+    [offset] = [
+        p for p in paths[f"{collection}/catalog"]["get"]["parameters"] if p["name"] == "offset"
+    ]
+    assert offset["schema"]["maximum"] == 2**63 - 1
+    for route in ("catalog", "financing-rates"):
+        body = paths[f"{collection}/{route}"]["post"]["requestBody"]["content"]
+        assert body["application/json"]["schema"]["allOf"][0]["uniqueItems"] is True
+    rule = re.compile(schemas["Synonyms"]["properties"]["rules"]["items"]["pattern"])
+    for good in ("a, b", "CRV,CR-V", "angsuran => cicilan", "a, b => c", "x=y, z"):
+        assert rule.search(good), good
+    for bad in ("00", "a,", ", b", "a =>", "=> b", " , ", "a\x00, b"):
+        assert not rule.search(bad), bad
+    for path, item in paths.items():
+        for method, operation in item.items():
+            if not path.startswith("/v1/"):
+                continue
+            assert "application/problem+json" in operation["responses"]["400"]["content"], path
+            if method == "get":
+                [token] = [p for p in operation["parameters"] if p["name"] == HEADER]
+                assert token["in"] == "header" and token["schema"]["pattern"] == TOKEN_PATTERN
+
+
+def test_requests_breaking_those_rules_get_the_documented_4xx(dsn: str) -> None:
+    with app_client(dsn) as client:
+        assert client.post("/v1/collections", json={"name": "kb"}).status_code == 201
+        over = client.get("/v1/collections/kb/catalog", params={"offset": str(2**63)})
+        assert over.status_code == 422 and over.json()["errors"][0]["field"] == "offset"
+        at_most = client.get("/v1/collections/kb/catalog", params={"offset": str(2**63 - 1)})
+        assert at_most.status_code == 200 and at_most.json() == []
+        rate = {"provider": "BCA", "tenor_months": 36, "rate": 0.05, "rate_type": "flat"}
+        twice = client.post("/v1/collections/kb/financing-rates", json=[rate, rate])
+        assert twice.status_code == 422, twice.text
+        item = {"sku": "A", "name": "B"}
+        assert client.post("/v1/collections/kb/catalog", json=[item, item]).status_code == 422
+        token = client.get("/v1/collections/kb", headers={HEADER: "0"})
+        assert token.status_code == 422 and token.json()["errors"][0]["field"] == HEADER
+        for rules in (["00"], ["a,"], ["=> b"]):
+            refused = client.put("/v1/collections/kb/synonyms", json={"rules": rules})
+            assert refused.status_code == 422, rules
+        language = client.post("/v1/collections", json={"name": "x", "language": "nope"})
+        assert language.status_code == 422, language.text
 
 
 def test_a_blank_value_is_what_the_server_strips_to_nothing() -> None:

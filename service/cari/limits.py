@@ -41,6 +41,7 @@ NUL_REFUSED = "must not hold a NUL character (U+0000)"
 # A listing's page (`?limit=`: documents, catalog items): its size by default and at most.
 PAGE_LIMIT = 100
 MAX_PAGE_LIMIT = 1000
+MAX_OFFSET = 2**63 - 1  # `?offset=` (catalog items): PostgreSQL's OFFSET is a bigint
 
 
 def refuse_nul(field: str, value: object) -> None:

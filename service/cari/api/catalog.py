@@ -149,7 +149,7 @@ class CatalogController(Controller):
         conn: Conn,
         collection: CollectionName,
         limit: Annotated[int, Parameter(ge=1, le=limits.MAX_PAGE_LIMIT)] = limits.PAGE_LIMIT,
-        offset: Annotated[int, Parameter(ge=0)] = 0,
+        offset: Annotated[int, Parameter(ge=0, le=limits.MAX_OFFSET)] = 0,
     ) -> list[CatalogItem]:
         return await store.list_items(conn, collection, limit=limit, offset=offset)
 

@@ -78,7 +78,7 @@ class CollectionsController(Controller):
         "/",
         summary="List collections",
         operation_id="listCollections",
-        responses=responses(503),
+        responses=responses(422, 503),  # 422: a consistency token that is none
         operation_class=V1Operation,
     )
     async def index(self, conn: Conn, state: AppState) -> list[Collection]:

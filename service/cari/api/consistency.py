@@ -24,7 +24,7 @@ from psycopg_pool import PoolTimeout
 
 from cari.api.state import AppState, app_state
 from cari.observability import metrics
-from cari.schema.consistency import HEADER, parse_token
+from cari.schema.consistency import HEADER, TOKEN_DESCRIPTION, parse_token
 
 # A handler whose POST only reads (search, answer) says so: its response carries no token.
 READS_ONLY = {"reads_only": True}
@@ -35,8 +35,7 @@ ConsistencyToken = Annotated[
     HeaderParameter(
         name=HEADER,
         max_length=17,
-        description="The consistency token of a write's response: this read then sees that "
-        "write (it runs on a read replica that has replayed it, or on the primary).",
+        description=TOKEN_DESCRIPTION,
         required=False,
     ),
 ]

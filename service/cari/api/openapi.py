@@ -26,10 +26,10 @@ from litestar.plugins import OpenAPISchemaPlugin
 from litestar.typing import FieldDefinition
 
 from cari.api import problems
-from cari.limits import NUL_FREE
+from cari.limits import MAX_OFFSET, NUL_FREE
 from cari.schema.answer import EVENTS
 from cari.schema.catalog import FRACTION_BELOW, FRACTION_TEXT, PRICE_BELOW, PRICE_TEXT
-from cari.schema.consistency import HEADER, TOKEN_PATTERN
+from cari.schema.consistency import HEADER, TOKEN_DESCRIPTION, TOKEN_PATTERN
 from cari.search.filters import (
     MAX_KEY_LENGTH,
     MAX_KEYS,
@@ -171,6 +171,10 @@ _NUL_DROPPED = ("query", "text", "content")
 CURRENCY = r"^[A-Z]{3}"  # ISO 4217, with a length of 3 (no `$`: tools let it end in "\n")
 CURSOR = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"  # unpadded base64url, 2+ characters
 SCALE_ORDER = " `cosine_floor` must be below `cosine_ceiling` (a 422 otherwise)."
+# A synonym rule: a term, then ',' or '=>', then another term (the rest of its grammar is in
+# words: RULE_GRAMMAR). A term's character is none of whitespace, NUL and ','.
+_TERM = rf"[^{_BLANK}\x00,]"
+RULE = rf"^[^\x00]*{_TERM}[^\x00]*(?:,|=>)[^\x00]*{_TERM}[^\x00]*$"
 RULE_GRAMMAR = (
     " A rule holds at least two terms (`a, b`) or terms on both sides of one `=>`; no term is "
     "empty or named twice, and each has a searchable word in the collection's language (a 422 "
@@ -240,7 +244,7 @@ def state_rules(openapi: OpenAPI, embedders: list[str]) -> None:
     put_id.description = "The document's id; on PUT, the path's (if given, the same)."
     rules = _property(schemas["Synonyms"], "rules")
     assert isinstance(rules.items, Schema)
-    rules.items.min_length, rules.items.pattern = 1, NOT_BLANK
+    rules.items.min_length, rules.items.pattern = 3, RULE
     rules.description = (rules.description or "Synonym rules, in order.") + RULE_GRAMMAR
     for name, fields in (
         ("CatalogItemIn", ("sku", "name")),
@@ -266,7 +270,9 @@ def state_rules(openapi: OpenAPI, embedders: list[str]) -> None:
     schemas["NewDocument"] = added
     batch = _property(schemas["DocumentBatch"], "documents")
     batch.items, batch.min_items = Reference("#/components/schemas/NewDocument"), 1
-    for item in (openapi.paths or {}).values():
+    for path, item in (openapi.paths or {}).items():
+        if path.startswith("/v1/") and item.get is not None:
+            _read_token(item.get)
         for operation in (item.get, item.post, item.put, item.patch, item.delete):
             if operation is not None:
                 _state_operation(operation)
@@ -389,12 +395,30 @@ def _amount(
     ]
 
 
+def _read_token(operation: Operation) -> None:
+    """A GET under /v1 takes the consistency token as a search does (`provide_conn` reads it),
+    though its handler does not name it."""
+    parameters = operation.parameters = list(operation.parameters or [])
+    if not any(isinstance(p, Parameter_) and p.name == HEADER for p in parameters):
+        parameters.append(
+            Parameter_(
+                name=HEADER,
+                param_in="header",
+                required=False,
+                description=TOKEN_DESCRIPTION,
+                schema=Schema(type=OpenAPIType.STRING, max_length=17),
+            )
+        )
+
+
 def _state_operation(operation: Operation) -> None:
     for parameter in operation.parameters or []:
         if isinstance(parameter, Parameter_) and isinstance(parameter.schema, Schema):
             if parameter.name == "cursor":
                 parameter.schema.pattern = CURSOR
                 parameter.schema.min_length = 2
+            elif parameter.name == "offset":  # exact: Litestar states it as a float (2**63)
+                parameter.schema.maximum = MAX_OFFSET
             elif parameter.name == "source" or parameter.param_in == "path":
                 parameter.schema.pattern = NUL_FREE
             elif parameter.name == "metadata":  # a JSON text: its grammar is the filter's
@@ -421,7 +445,8 @@ def _state_operation(operation: Operation) -> None:
     if operation.operation_id in ("addCatalogItems", "addFinancingRates"):
         [array] = schema.all_of or []
         assert isinstance(array, Schema)
-        array.min_items = 1
+        # Unique: the server refuses an item twice (a SKU, a rate's provider, tenor and type).
+        array.min_items, array.unique_items = 1, True
     elif operation.operation_id == "addDocuments":
         schema.any_of = [
             Reference("#/components/schemas/NewDocument") if shape == _DOCUMENT else shape

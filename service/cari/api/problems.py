@@ -45,6 +45,7 @@ TYPE_PREFIX = "urn:cari:problem:"
 
 # Each kind of error: its status and title. A CariError's kind is its `code`.
 KINDS: Mapping[str, tuple[int, str]] = {
+    "invalid_request": (400, "The request cannot be parsed"),
     "invalid_body": (400, "The request body cannot be decoded"),
     "unauthorized": (401, "Missing or invalid API key"),
     "not_found": (404, "Not found"),
@@ -206,7 +207,9 @@ HANDLERS: ExceptionHandlersMap = {
 # What each status means on a route, and an example of it, for the OpenAPI document.
 EXAMPLES: Mapping[int, tuple[str, str, str]] = {
     400: (
-        "The body cannot be decoded: malformed JSON or UTF-8, or nested too deeply",
+        "The request line or a header cannot be parsed (`invalid_request`: a raw control "
+        "character in the query string, say), or the body decoded (`invalid_body`: malformed "
+        "JSON or UTF-8, or nested too deeply)",
         "invalid_body",
         "the body is not valid JSON: JSON is malformed: invalid character (byte 1)",
     ),
@@ -236,11 +239,23 @@ EXAMPLES: Mapping[int, tuple[str, str, str]] = {
 }
 
 
+# Any request: a line or header `cari serve`'s HTTP server cannot parse (`cari.api.protocol`).
+UNPARSED = (
+    "The request line or a header cannot be parsed (a raw control character in the query "
+    "string, say)",
+    "invalid_request",
+    "Invalid HTTP request received.",
+)
+
+
 def responses(*statuses: int) -> dict[int, ResponseSpec]:
-    """The problems a /v1 route can answer with: `statuses`, and 401 (see V1Operation)."""
+    """The problems a /v1 route can answer with: `statuses`, 400 (a request the HTTP server
+    cannot parse; with a body, one it cannot decode too) and 401 (see V1Operation)."""
     specs = {}
-    for status in sorted({401, *statuses}):
-        description, code, detail = EXAMPLES[status]
+    for status in sorted({400, 401, *statuses}):
+        description, code, detail = (
+            UNPARSED if status == 400 and 400 not in statuses else EXAMPLES[status]
+        )
         title = KINDS[code][1]
         example: dict[str, Any] = {
             "type": TYPE_PREFIX + code,

@@ -1,7 +1,9 @@
 """The HTTP/1.1 protocol `cari serve` runs: uvicorn's h11 one, with deadlines for reading a
 request. Its head must be whole within CARI_REQUEST_HEAD_TIMEOUT_S of the connection or of the
 previous response, and its body may pause for at most CARI_REQUEST_BODY_TIMEOUT_S; else the
-client is answered 408 (while no response has begun) and the connection is closed.
+client is answered 408 (while no response has begun) and the connection is closed. A request
+line or header h11 cannot parse is answered 400 (`invalid_request`) as a problem, as any answer
+of Cari's.
 
 uvicorn times out only an idle kept-alive connection, which a byte now and then keeps busy: a
 few clients sending their headers that slowly, before any API key is checked, would hold the
@@ -52,6 +54,11 @@ class _Deadlines(H11Protocol):
         super().on_response_complete()
         self._watch()
 
+    def send_400_response(self, msg: str) -> None:
+        """A request line or header h11 refuses: a problem, as every answer of Cari's."""
+        self._answer(400, msg)
+        self.transport.close()
+
     def _deadline(self) -> float | None:
         """When what is being read must have arrived: the head, or the body's next bytes
         (none while the request is whole, being answered)."""
@@ -101,7 +108,7 @@ class _Deadlines(H11Protocol):
 
     def _answer(self, status: int, detail: str, path: str | None = None) -> None:
         """A problem (RFC 9457) written as the connection's last response."""
-        code = {408: "request_timeout"}[status]
+        code = {400: "invalid_request", 408: "request_timeout"}[status]
         body = msgspec.json.encode(
             problems.Problem(
                 type=problems.TYPE_PREFIX + code,

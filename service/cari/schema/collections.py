@@ -56,7 +56,8 @@ Language = Annotated[
         min_length=1,
         max_length=63,
         pattern="^[A-Za-z_][A-Za-z0-9_]*$",
-        description="PostgreSQL text-search configuration: simple, english, indonesian, ...",
+        description="A PostgreSQL text-search configuration installed on the server: simple, "
+        "english, indonesian, ... (another name is refused, the 422 lists those installed).",
     ),
 ]
 K1 = Annotated[float, msgspec.Meta(ge=0, le=10, description="BM25 term-frequency saturation.")]

@@ -11,6 +11,10 @@ HEADER = "Cari-Consistency-Token"
 # A consistency token: a WAL position as PostgreSQL writes it (the OpenAPI document states it).
 TOKEN_PATTERN = r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$"
 _TOKEN = re.compile(TOKEN_PATTERN)
+TOKEN_DESCRIPTION = (
+    "The consistency token of a write's response: this read then sees that write (it runs on "
+    "a read replica that has replayed it, or on the primary)."
+)
 
 
 def parse_token(text: str) -> int:

@@ -27,7 +27,9 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             msgspec.Meta(
                 pattern=LANGUAGE_NAME_PATTERN,
                 description="Text-search configuration of this document, if not the "
-                "collection's: english, indonesian, simple, ...",
+                "collection's: one installed on the server, english, indonesian, simple, ... "
+                "(another name is refused, naming those installed; in a batch, this document "
+                "alone).",
             ),
         ]
         | None
