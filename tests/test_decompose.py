@@ -70,6 +70,7 @@ def test_every_pattern_is_proposed(query: str, expected: tuple[str, ...], patter
         ("features of Civic and Corolla", ("features of Civic", "features of Corolla")),
         ("Civic vs Corolla price", ("Civic price", "Corolla price")),
         ("harga civic, jazz dan brio", ("harga civic", "harga jazz", "harga brio")),
+        ("harga civic atau jazz", ("harga civic", "harga jazz")),  # a disjunction of items
         ("perbedaan Civic dan Corolla", ("Civic", "Corolla")),
         (
             "difference between civic and corolla fuel economy",
@@ -117,6 +118,9 @@ def test_at_most_five_parts() -> None:
         "what are the effects of heat and mass transfer on the boundary layer",
         "how does X grow and what affects it",
         "kapan Sense and Sensibility dirilis",
+        # A disjunction after a preposition: one topic, in either of two places.
+        "electron microscopy of lung or bronchi",
+        "mikroskop elektron pada paru atau bronkus",
         # One kind of separator, one sentence.
         "civic dan jazz atau brio",
         "civic and jazz. brio vs yaris",

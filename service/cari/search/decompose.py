@@ -24,6 +24,8 @@ Syntax (`propose`, English and Indonesian, case-insensitive, trailing ?/!/. igno
   never before a question word ("... and what affects it"). Comparison markers (vs, cues) allow
   queries of up to 12 words and items of up to 6.
 - One kind of separator per query; one sentence (no inner . ? ! ; :); 2 to 5 distinct items.
+- A bare disjunction (or/atau) after a preposition is one question: "electron microscopy of
+  lung or bronchi" asks of one topic in either place, and searched whole it finds both.
 
 Vocabulary (`decompose`), from the collection's own text:
 
@@ -93,6 +95,11 @@ _FUNCTION_WORDS = _words(
     "would should may might must not no "
     "di ke dari yang untuk pada dengan dalam oleh itu ini adalah akan bagi tentang sebagai "
     "atas antara terhadap para sang si tidak bukan"
+)
+# A head ending in one of these makes the items of a disjunction the objects of one topic.
+_PREPOSITIONS = _words(
+    "of in on at for to with by from about into over under within without between "
+    "di ke dari untuk pada dengan dalam oleh bagi tentang atas terhadap"
 )
 _QUESTION_WORDS = _words(
     "what which who whom whose why how when where "
@@ -234,6 +241,9 @@ def propose(query: str) -> Proposal | None:
         return None
     if not marked and not _bare_items_fit(items, segments):
         return None
+    head = prefix + first[: len(first) - n]
+    if kind in ("or", "atau") and not marked and head and head[-1].lower() in _PREPOSITIONS:
+        return None
     distinct = _distinct([" ".join(i) for i in items])
     if not 2 <= len(distinct) <= MAX_PARTS:
         return None
@@ -241,7 +251,7 @@ def propose(query: str) -> Proposal | None:
     pattern = cue[2] if cue is not None else "list" if listed else kind
     return Proposal(
         pattern=pattern,
-        head=" ".join(prefix + first[: len(first) - n]),
+        head=" ".join(head),
         items=tuple(distinct),
         tail=" ".join(last[n:]),
         junctions=() if marked else _junctions(tokens, lowered),
