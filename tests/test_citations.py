@@ -61,7 +61,7 @@ def test_citation_of_a_catalog_item_serialises() -> None:
     found = citation(1, SOURCES[0])
     assert found == Citation(
         1, "catalog:HC-RS", "catalog", None, None, "Honda Civic RS", None,
-        "Honda Civic RS (SKU HC-RS) Price: Rp 1",
+        "Honda Civic RS (SKU HC-RS) Price: Rp 1", SOURCES[0].relevance, SOURCES[0].band,
     )  # fmt: skip
     data = msgspec.to_builtins(found)
     assert data["snippet"] == "Honda Civic RS (SKU HC-RS) Price: Rp 1"

@@ -9,7 +9,9 @@ from cari.answer.extractive import extractive_answer
 from cari.schema.search import Kind, SearchResult
 
 
-def result(number: int, content: str, kind: Kind = "chunk", title: str = "") -> SearchResult:
+def result(
+    number: int, content: str, kind: Kind = "chunk", title: str = "", relevance: float = 0.8
+) -> SearchResult:
     return SearchResult(
         id=f"chunk:{number}" if kind == "chunk" else f"{kind}:SKU{number}",
         kind=kind,
@@ -17,7 +19,7 @@ def result(number: int, content: str, kind: Kind = "chunk", title: str = "") -> 
         content=content,
         metadata={},
         score=0.5,
-        relevance=0.8,
+        relevance=relevance,
         band="strong",
         retrievers={},
         chunk_id=number if kind == "chunk" else None,
@@ -178,3 +180,16 @@ def test_a_sentence_that_overlapping_chunks_share_is_said_once() -> None:
     answer = extractive_answer("how do I back up the database?", sources)
     assert answer.count(shared) == 1, answer
     assert f"{shared} [1]" in answer
+
+
+def test_the_strongest_source_leads_and_a_weak_one_does_not_outweigh_it() -> None:
+    """A weak source (0.18) holding both words of the question once outranked a moderate one
+    (0.33) holding one: its sentence was the whole answer."""
+    sources = [
+        result(1, "Neoplasm immunology in a simulation of biochemical systems.", relevance=0.18),
+        result(2, "Immunology studies of tumour growth.", relevance=0.33),
+    ]
+    answer = extractive_answer("neoplasm immunology", sources)
+    assert answer.startswith("Immunology studies of tumour growth. [2]")
+    # With none holding a word of the question, the strongest source's first sentence.
+    assert extractive_answer("orbital mechanics", sources).endswith("[2]")

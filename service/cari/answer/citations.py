@@ -116,6 +116,8 @@ def citation(number: int, result: SearchResult) -> Citation:
         title=result.title,
         source=None if source is None else str(source),
         snippet=result.highlight or html.escape(_snippet(result.content)),
+        relevance=round(result.relevance, 4),
+        band=result.band,
     )
 
 

@@ -7,13 +7,16 @@ and headings end a sentence too. Structured sources (catalog items, installments
 each one a sentence that also holds the words of the source's title (the product a
 "Price: ..." line is the price of).
 
-A sentence scores the weights of the question's words it holds, each word once: lower-cased,
-the function words of both languages ignored, "-nya" and a plural "s" taken off, and the
-labels structured sources write in English matched by their Indonesian words ("harga" is
-"price"). A word weighs more the fewer sentences hold it. The best sentences (ties to the
-earlier source, then the earlier sentence) that score at least half the best one's score are
-shown in source order, each followed by " [n]", a sentence that several sources hold once; the
-first sentence when none scores."""
+A sentence scores the weights of the question's words it holds, each word once, times its
+source's relevance (the search's calibrated evidence that the source answers the question):
+words are lower-cased, the function words of both languages ignored, "-nya" and a plural "s"
+taken off, and the labels structured sources write in English matched by their Indonesian
+words ("harga" is "price"). A word weighs more the fewer sentences hold it. The best sentences
+(ties to the earlier source, then the earlier sentence) that score at least half the best
+one's score are shown strongest source first (a source's sentences in their order), each
+followed by " [n]", a sentence that several sources hold once; the strongest source's first
+sentence when none scores. So a moderate source's sentence holding the question's words goes
+before a weak source's holding the same words."""
 
 from __future__ import annotations
 
@@ -69,7 +72,11 @@ def extractive_answer(
     weight = {word: math.log(1 + len(sentences) / count) for word, count in held.items()}
 
     def score(sentence: _Sentence) -> float:
-        return sum(weight[word] for word in asked & sentence.words)
+        held_weight = sum(weight[word] for word in asked & sentence.words)
+        return held_weight * sources[sentence.source].relevance
+
+    def strongest_first(sentence: _Sentence) -> tuple[float, int, int]:
+        return -sources[sentence.source].relevance, sentence.source, sentence.position
 
     ranked = sorted(sentences, key=lambda s: (-score(s), s.source, s.position))
     # A sentence with one common word of the question is no answer beside one with them all.
@@ -83,8 +90,8 @@ def extractive_answer(
             seen.add(said)
             distinct.append(sentence)
     chosen = [s for s in distinct[:max_sentences] if score(s) > 0 and score(s) >= enough]
-    chosen = chosen or ranked[:1]
-    chosen.sort(key=lambda s: (s.source, s.position))
+    chosen = chosen or sorted(sentences, key=strongest_first)[:1]
+    chosen.sort(key=strongest_first)
     parts: list[str] = []
     for i, sentence in enumerate(chosen):
         if i:

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from cari.limits import Mode, QueryText, Threshold, TopK
+from cari.limits import Band, Mode, QueryText, Threshold, TopK
 from cari.schema.search import SearchResult
 
 
@@ -24,6 +24,10 @@ class Citation(msgspec.Struct, frozen=True):
     # HTML: a chunk's highlight (the passage around the question's words, the matches in
     # <mark>; cari.search.highlights); other sources' first 200 characters, escaped.
     snippet: str
+    # Why the source is there: its relevance to the question (0..1, the search's calibrated
+    # evidence) and band; an extractive answer cites the strongest source first.
+    relevance: float | None = None
+    band: Band | None = None
 
 
 class AnswerRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
