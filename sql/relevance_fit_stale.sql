@@ -1,6 +1,7 @@
 -- Collections (all, or the one named) whose relevance fit is due (cari.search.fit.refit_stale):
 -- with enough chunks and no fit, a fit for another embedder than the one they name now, or a
--- chunk count grown or shrunk by `factor` since the fit. Counts come from the BM25 statistics: no scan of chunks.
+-- chunk count grown or shrunk by `factor` since the fit (1 / 0.9: the fit covers at least 90 %
+-- of the chunks). Counts come from the BM25 statistics: no scan of chunks.
 WITH counts AS (
     SELECT k.name, k.embedder, k.relevance_fit AS fit, coalesce((
                SELECT sum(chunks) FROM bm25_sizes WHERE collection_id = k.id

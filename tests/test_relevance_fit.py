@@ -193,30 +193,30 @@ def test_the_fitted_scale_is_the_configured_one_moved_within_bounds() -> None:
     ]
 
 
-def test_the_server_fits_in_the_background_and_again_after_a_large_change(dsn: str) -> None:
+def test_the_server_fits_in_the_background_and_again_once_the_fit_covers_too_little(
+    dsn: str,
+) -> None:
     with app_client(dsn, reembed_interval_s=0.1) as client:
         client.post("/v1/collections", json={"name": "car", "language": "english"})
         assert collection(client, "car")["relevance_fit"] is None
-        half = len(CAR) // 2
         added = client.post(
-            "/v1/collections/car/documents", json={"documents": documents(CAR[:half], "a")}
+            "/v1/collections/car/documents", json={"documents": documents(CAR, "a")}
         )
         assert added.status_code == 200, added.text
-        first = wait_for_fit(client, "car", half)
+        first = wait_for_fit(client, "car", len(CAR))
         assert first["embedder"] is None  # the default embedder's scale
-        # One chunk more is no large change: the fit stays.
-        client.post(
-            "/v1/collections/car/documents", json={"documents": documents(CAR[half:][:1], "b")}
-        )
+        # The fit still covers 16 of 17 chunks, over 90 %: it stays.
+        client.post("/v1/collections/car/documents", json={"documents": documents(CAR[:1], "b")})
         time.sleep(1)
-        assert collection(client, "car")["relevance_fit"]["chunks"] == half
-        # Doubled since the fit: fitted again.
-        client.post(
-            "/v1/collections/car/documents", json={"documents": documents(CAR[half + 1 :], "c")}
-        )
-        second = wait_for_fit(client, "car", len(CAR))
+        assert collection(client, "car")["relevance_fit"]["chunks"] == len(CAR)
+        found = explained(client, "car", OWN)["explain"]["relevance_scale"]
+        assert (found["fitted_chunks"], found["chunks"]) == (len(CAR), len(CAR) + 1)
+        # 16 of 18, under 90 %: fitted again (a collection loaded in batches was left fitted on
+        # its first half until it doubled).
+        client.post("/v1/collections/car/documents", json={"documents": documents(CAR[:1], "c")})
+        second = wait_for_fit(client, "car", len(CAR) + 2)
         assert second["fitted_at"] >= first["fitted_at"]
-        assert second["probes"]["on_topic"]["count"] == len(CAR)
+        assert second["probes"]["on_topic"]["count"] == len(CAR) + 2
 
 
 def test_a_scale_set_for_the_collection_wins_over_the_fit(dsn: str) -> None:
@@ -231,7 +231,12 @@ def test_a_scale_set_for_the_collection_wins_over_the_fit(dsn: str) -> None:
         assert changed.json()["relevance_scale"] == strict
         assert changed.json()["relevance_fit"] == fitted  # kept, not used
         found = explained(client, "car", OWN)
-        assert found["explain"]["relevance_scale"] == {**strict, "source": "collection"}
+        assert found["explain"]["relevance_scale"] == {
+            **strict,
+            "source": "collection",
+            "fitted_chunks": len(CAR),
+            "chunks": len(CAR),
+        }
         assert found["results"] == []  # no chunk reaches cosine 0.96 with this question
         cleared = client.patch("/v1/collections/car", json={"relevance_scale": None})
         assert cleared.json()["relevance_scale"] is None

@@ -111,7 +111,7 @@ def ingest(
         _summarize(tally, time.monotonic() - started, stopped=bool(stopped_by))
         if stopped_by:
             return
-        # A first load, or one that doubled the collection: its relevance scale is fitted anew.
+        # A first load, or one its fit no longer covers: its relevance scale is fitted anew.
         if await fit.refit_stale(rt.pool, rt.embedders, rt.settings, collection):
             click.echo(f"fitted the relevance scale of '{collection}' to its content", err=True)
 

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 @click.command(
     help="Fit the relevance scale of a collection (or every one) to its content now. Searches "
     "use the fit unless the collection sets its own scale (`relevance_scale`); the server "
-    "refits on its own when a collection's chunk count has doubled or halved since its fit."
+    "refits on its own once a fit covers less than 90 % of its collection's chunks (or the "
+    "collection shrank below 90 % of them)."
 )
 @click.option("-c", "--collection", help="Only this collection.")
 @user_errors

@@ -105,6 +105,10 @@ class ScaleExplain(msgspec.Struct):
     cosine_floor: float
     cosine_ceiling: float
     source: str  # "collection", "fit" or "settings"
+    # What the collection's fit covers: the chunks it was fitted on (null: no fit) and the
+    # collection's chunks now (the server refits once the fit covers less than 90 % of them).
+    fitted_chunks: int | None = None
+    chunks: int | None = None
 
 
 class CandidatesExplain(msgspec.Struct):

@@ -302,6 +302,13 @@ class Searcher:
             default_scale=self._models[None].scale,
         )
         async with node.pool.connection() as conn:
+            cur = await conn.execute(
+                query("relevance_fit_coverage"), {"collection_id": collection.id}
+            )
+            if (covered := await cur.fetchone()) is not None:
+                scale = explained.relevance_scale
+                scale.fitted_chunks = None if covered[0] is None else int(covered[0])
+                scale.chunks = int(covered[1])
             explained.synonyms = await synonyms.fired(conn, collection.id, asked.text)
             explained.corrections = await typos.corrections(conn, collection.id, asked.text)
         return explained

@@ -30,8 +30,9 @@ time, which made a small `cari ingest` wait longer for its fit than for its load
 batched computations (one computation each cost 10x more with OpenMP's threads on a busy
 machine); a remote embedder gets them in document batches (one round trip each was most of a
 fit after a 10k-chunk load with a fast embedder: 148 of them, ~1.5 s). A fit runs at the end of
-`cari ingest`, in the server's background upkeep when the collection's chunk count has changed
-by `REFIT_FACTOR` since the last one, and on demand (`cari refit`); never on a search.
+`cari ingest`, in the server's background upkeep once the last one covers less than
+`REFIT_COVERAGE` of the collection's chunks (or the collection shrank below that share of them),
+and on demand (`cari refit`); never on a search.
 """
 
 from __future__ import annotations
@@ -67,11 +68,14 @@ PSEUDO = 96  # pseudo-questions (48 left the lower quartile's cap moving by ~0.0
 PSEUDO_WORDS = 6  # rarest words of a chunk making one
 MIN_CHUNKS = 5  # fewer embedded chunks: no fit, the configured scale
 AT = 0.25  # the relevance the cut is placed at: the default threshold
-REFIT_FACTOR = 2.0  # chunk count grown or shrunk by this since the fit: fit again
+# A fit is due once it covers less than this share of the collection's chunks (or the collection
+# shrank below this share of the chunks it was fitted on): a collection loaded in batches was
+# left fitted on its first half (631 of 1,083 chunks) while the fit waited for a doubling.
+REFIT_COVERAGE = 0.9
 # Chunks from which a fit first analyses the chunks table (sql/chunks_analyze.sql): a collection
 # this large is searched by the HNSW index once the planner knows its size (measured after a
-# 10k-chunk load: the probes 11 ms each by a scan of every chunk, 2.8 ms by the index), and its
-# doublings analyse the table a few times, not once per doubling of every small collection.
+# 10k-chunk load: the probes 11 ms each by a scan of every chunk, 2.8 ms by the index). Again
+# only once it has doubled since its last fit: the planner needs its size, not its every change.
 ANALYZE_FROM = 1_000
 
 # The local model's vectors of the bundled questions, shipped with the package so that no fit
@@ -218,8 +222,10 @@ async def fit(
         row = await cur.fetchone()
         if row is None:
             raise NotFound(f"collection '{name}' does not exist")
-        collection_id, embedder_name, chunks = row
-        if chunks >= ANALYZE_FROM:
+        collection_id, embedder_name, chunks, fitted = row
+        if chunks >= ANALYZE_FROM and (
+            fitted is None or fitted < ANALYZE_FROM or chunks >= 2 * fitted
+        ):
             await conn.execute(query("chunks_analyze"))
         embedder = embedders.get(embedder_name)
         probes = await probe(conn, collection_id, embedder, settings)
@@ -258,11 +264,12 @@ async def refit_stale(
     name: str | None = None,
 ) -> list[str]:
     """Fit every collection (or just `name`) that has no fit yet, was fitted for another
-    embedder, or whose chunk count changed by `REFIT_FACTOR` since its fit; those fitted."""
+    embedder, or whose fit covers less than `REFIT_COVERAGE` of its chunks (or of which it
+    holds less than that share of the fitted chunks); those fitted."""
     async with pool.connection() as conn:
         cur = await conn.execute(
             query("relevance_fit_stale"),
-            {"factor": REFIT_FACTOR, "min_chunks": MIN_CHUNKS, "name": name},
+            {"factor": 1 / REFIT_COVERAGE, "min_chunks": MIN_CHUNKS, "name": name},
         )
         names = [str(row[0]) for row in await cur.fetchall()]
     for stale in names:
