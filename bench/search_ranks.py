@@ -47,6 +47,7 @@ from cari.settings import load_settings
 
 THRESHOLD = 0.25  # the collection's default: what answers apply
 ANSWER_WEIGHED = 10  # chunks the engine weighs for an answer's top k 5
+ANSWER_TOP_K = 5  # an answer's sources: the first this many that a threshold keeps
 TOP = 10  # a search's results, as nDCG@10 reads them
 RESAMPLES = 2000
 SEED = 39
@@ -115,6 +116,101 @@ def passing(hits: Hits, scale: Scale, relevance: Relevance, depth: int) -> list[
     head = list(hits)[:depth]
     scores = [relevance(scale, cosine, coverage) for _, cosine, coverage in head]
     return [hit[0] for hit, ok in zip(head, keep(scores, THRESHOLD), strict=True) if ok]
+
+
+SUPPORTS = (0.5, 0.75, 1.0)  # the shipped companion rule (relevance.SUPPORT), and stricter
+
+
+def companions(
+    data: dict[str, Any], groups: dict[str, list[str]], scales: dict[str, Scale]
+) -> tuple[str, dict[str, Any]]:
+    """What the companion rule lets into answers: at each share of the threshold a chunk
+    beside one that reaches it needs (`SUPPORTS`), on the answered on-topic questions the
+    sources (the documents of the first `ANSWER_TOP_K` chunks that pass, of the first
+    `ANSWER_WEIGHED` weighed), the share of them relevant (precision, by the qrels), the share
+    of the relevant documents of the weighed chunks among them (recall), and nDCG@10 of them
+    against the weighed list uncut; on the answered off-topic questions, the sources (all
+    irrelevant). Refusals do not move: a question is refused when no
+    chunk reaches the threshold, whatever the companions need."""
+    relevance = VARIANTS["max"]
+    figures: dict[str, Any] = {}
+    lines = [
+        "answers by what a companion needs (share of the threshold 0.25): answered on-topic "
+        "questions' sources, precision, recall, nDCG@10 change; answered off-topic questions' "
+        "sources",
+        f"  {'':<22} {'needs':>6} {'on sources':>11} {'precision [95 %]':>24} "
+        f"{'recall [95 %]':>24} {'nDCG@10':>9} {'off sources':>12}",
+    ]
+    for name, labels in groups.items():
+        for support in SUPPORTS:
+            sources: list[float] = []
+            precision: list[float] = []
+            recall: list[float] = []
+            change: list[float] = []
+            off_sources: list[float] = []
+            for label in labels:
+                own = label.split("/")[0]
+                folder, split = label.split("/")
+                qrels = load_qrels(DATASETS / folder, split)
+                for target, per_query in data["runs"][label].items():
+                    scale = scales[target]
+                    for q, hits in per_query.items():
+                        head = list(hits)[:ANSWER_WEIGHED]
+                        scores = [relevance(scale, c, v) for _, c, v in head]
+                        if not scores or max(scores) < THRESHOLD:
+                            continue  # refused, whatever the companions need
+                        kept = document_ranking(
+                            [h[0] for h, r in zip(head, scores, strict=True)
+                             if r >= THRESHOLD * support][:ANSWER_TOP_K]
+                        )  # fmt: skip
+                        if target != own:
+                            off_sources.append(len(kept))
+                            continue
+                        relevant = {d for d, grade in qrels.get(q, {}).items() if grade > 0}
+                        uncut = set(document_ranking([h[0] for h in head])) & relevant
+                        sources.append(len(kept))
+                        precision.append(len(set(kept) & relevant) / len(kept))
+                        if uncut:
+                            recall.append(len(set(kept) & uncut) / len(uncut))
+                        scored = evaluate({q: qrels[q]}, {q: kept[:TOP]}, TOP)[q]["nDCG@10"]
+                        base = evaluate(
+                            {q: qrels[q]}, {q: document_ranking([h[0] for h in head])[:TOP]}, TOP
+                        )[q]["nDCG@10"]
+                        change.append(scored - base)
+            kept_precision, kept_recall = mean_interval(precision), mean_interval(recall)
+            on_mean = float(np.mean(sources)) if sources else float("nan")
+            off_mean = float(np.mean(off_sources)) if off_sources else float("nan")
+            ndcg_change = float(np.mean(change)) if change else float("nan")
+            figures.setdefault(name, {})[str(support)] = {
+                "answered_on_topic": len(sources),
+                "on_topic_sources": on_mean,
+                "precision": kept_precision,
+                "recall": kept_recall,
+                "ndcg10_change": ndcg_change,
+                "answered_off_topic": len(off_sources),
+                "off_topic_sources": off_mean,
+            }
+            lines.append(
+                f"  {name:<22} {support:>6} {on_mean:>11.2f} {ratio(kept_precision):>24} "
+                f"{ratio(kept_recall):>24} {ndcg_change:>+9.4f} {off_mean:>12.2f}"
+            )
+    return "\n".join(lines), figures
+
+
+def mean_interval(values: Sequence[float]) -> tuple[float, float, float]:
+    """The mean and its 95 % bootstrap interval."""
+    if not values:
+        return (float("nan"),) * 3
+    means = resampled_means(list(values), RESAMPLES, np.random.default_rng(SEED))
+    low, high = np.quantile(means, [0.025, 0.975])
+    return float(np.mean(values)), float(low), float(high)
+
+
+def ratio(figure: tuple[float, float, float]) -> str:
+    share, low, high = figure
+    if share != share:
+        return "—"
+    return f"{share:.3f} [{low:.3f}, {high:.3f}]"
 
 
 def interval(flags: Sequence[bool]) -> tuple[float, float, float]:
@@ -240,6 +336,9 @@ def main() -> None:
         "--small", action="store_true", help=f"bench.threshold_small's evidence ({SMALL_EVIDENCE})"
     )
     parser.add_argument("--grid", action="store_true", help="the coverage curves on tuning sets")
+    parser.add_argument(
+        "--companions", action="store_true", help="what answers keep beside a passing chunk"
+    )
     parser.add_argument("--out", type=Path, help="write the figures to this JSON file")
     typo_options(parser)
     args = parser.parse_args()
@@ -257,6 +356,10 @@ def main() -> None:
     if args.grid:
         scales = fitted(data, Scale(*load_settings().cosine_scale(None)), fit.PLACEMENT)
         print("\n" + grid(data, tuning, scales))
+    if args.companions:
+        scales = fitted(data, Scale(*load_settings().cosine_scale(None)), fit.PLACEMENT)
+        kept_text, figures["companions"] = companions(data, groups, scales)
+        print("\n" + kept_text)
     if args.out is not None:
         args.out.write_text(json.dumps(figures, indent=1) + "\n")
 

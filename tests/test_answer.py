@@ -272,3 +272,25 @@ def test_cli_ask_prints_the_answer_and_its_sources(
     lines = [json.loads(line) for line in raw.stdout.splitlines()]
     assert [line["event"] for line in lines][-1] == "done"
     assert lines[1]["data"]["text"] == "Sorry, I don't have that information."
+
+
+def test_an_answers_sources_reach_its_threshold_where_a_search_keeps_companions(
+    collection_dsn: str,
+) -> None:
+    """A search with a threshold keeps, beside a chunk that reaches it, those reaching half of
+    it; an answer's sources must reach it themselves."""
+    with app_client(collection_dsn) as client:
+        ranked = client.post(
+            "/v1/collections/cars/search", json={"query": QUESTION, "top_k": 5}
+        ).json()["results"]
+        best, second = sorted((r["relevance"] for r in ranked), reverse=True)[:2]
+        assert best > second > 0
+        threshold = min(best, 1.98 * second)  # the second is under it, over half of it
+        searched = client.post(
+            "/v1/collections/cars/search",
+            json={"query": QUESTION, "top_k": 5, "threshold": threshold},
+        ).json()["results"]
+        answer = ask(client, query=QUESTION, threshold=threshold)
+    assert min(r["relevance"] for r in searched) < threshold  # its companion came along
+    relevances = [s["result"]["relevance"] for s in answer["sources"]]
+    assert relevances and min(relevances) >= threshold

@@ -50,6 +50,7 @@ from cari.schema.answer import (
     SearchComplete,
 )
 from cari.schema.search import SearchRequest, SearchResult
+from cari.search import relevance
 from cari.search.engine import Searcher
 
 EXTRACTIVE = "extractive"
@@ -113,7 +114,10 @@ class Answerer:
             # On by default for answers, but only where a reranker is configured.
             rerank=request.rerank and self.searcher.reranker is not None,
         )
-        found = await self.searcher.search_on(node, collection_name, search)
+        # Every source must reach the threshold itself: no companions below it.
+        found = await self.searcher.search_on(
+            node, collection_name, search, support=relevance.ANSWER_SUPPORT
+        )
         prepared = PreparedAnswer(
             question=request.query,
             # A source with no relevance only says why nothing was computed (structured).

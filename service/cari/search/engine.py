@@ -130,14 +130,21 @@ class Searcher:
         )
 
     async def search_on(
-        self, node: Node, collection_name: str, request: SearchRequest
+        self,
+        node: Node,
+        collection_name: str,
+        request: SearchRequest,
+        *,
+        support: float = relevance.SUPPORT,
     ) -> SearchResponse:
         """Search with every statement on `node`; once more, from the start, when the collection
-        was moved to another embedder meanwhile (`cari reembed` finishing)."""
+        was moved to another embedder meanwhile (`cari reembed` finishing). `support`: the share
+        of a threshold a chunk beside one that reaches it needs (an answer's sources: all of
+        it)."""
         try:
-            return await self._search_on(node, collection_name, request, None)
+            return await self._search_on(node, collection_name, request, None, support)
         except CollectionMoved as moved:
-            return await self._search_on(node, collection_name, request, moved.collection)
+            return await self._search_on(node, collection_name, request, moved.collection, support)
 
     async def _search_on(
         self,
@@ -145,6 +152,7 @@ class Searcher:
         collection_name: str,
         request: SearchRequest,
         collection: SearchCollection | None,
+        support: float,
     ) -> SearchResponse:
         started = time.perf_counter()
         began = time.monotonic()  # the embedding wait's deadline is counted from here
@@ -160,7 +168,9 @@ class Searcher:
         # The reranker reorders more fused chunks than are returned: that is its use.
         retrieved = max(top_k, self.settings.rerank_candidates) if rerank else top_k
         boosted = bool(exact.exact_tokens)
-        plan = resolve(request, collection, self.settings, retrieved, boosted=boosted)
+        plan = resolve(
+            request, collection, self.settings, retrieved, boosted=boosted, support=support
+        )
         timings: dict[str, float] = {}
         decomposition = await self._decomposition(pool, text, collection, request, timings)
         asked = Analysis(text, exact, decomposition)
@@ -453,7 +463,7 @@ class Searcher:
         scores = [part.scored[f.chunk_id] for f in head]
         kept = [True] * len(head)
         if plan.threshold is not None:
-            kept = relevance.keep(scores, plan.threshold)
+            kept = relevance.keep(scores, plan.threshold, plan.support)
         for fused, keeps in zip(head, kept, strict=True):
             (part.kept if keeps else part.dropped).append(fused)
         del part.kept[plan.top_k :]

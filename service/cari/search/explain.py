@@ -92,7 +92,8 @@ def _part(part: Part, plan: Plan, default_scale: relevance.Scale) -> SubQueryExp
 
     threshold = plan.threshold or 0.0  # no threshold drops nothing
     if part.kept:
-        reason = f"relevance below {threshold * relevance.SUPPORT:g}, half the threshold"
+        share = "the threshold" if plan.support >= 1 else f"{plan.support:g} of the threshold"
+        reason = f"relevance below {threshold * plan.support:g}, {share}"
     else:
         reason = f"no chunk reaches the threshold {threshold:g}: off-topic here"
     routes = {} if part.routing is None else part.routing.evidence

@@ -70,6 +70,9 @@ class Plan:
     candidates: int
     ef_search: int
     depth: int  # fused chunks whose relevance is weighed, per sub-query
+    # The share of the threshold a chunk beside one that reaches it needs (relevance.keep):
+    # a search's SUPPORT, an answer's ANSWER_SUPPORT.
+    support: float = relevance.SUPPORT
 
 
 def plan(
@@ -79,6 +82,7 @@ def plan(
     top_k: int,
     *,
     boosted: bool,
+    support: float = relevance.SUPPORT,
 ) -> Plan:
     """`boosted`: the query holds exact tokens, so keyword search weighs more (the settings'
     `exact_token_*_boost`)."""
@@ -114,6 +118,7 @@ def plan(
         candidates=candidates,
         ef_search=request.ef_search or settings.hnsw_ef_search,
         depth=depth,
+        support=support,
     )
 
 

@@ -36,9 +36,13 @@ Search ranks: it returns the top k whatever their relevance, unless the request 
 collection's `search_threshold`) asks for a threshold. Answers refuse: they ask for the
 collection's `threshold`. A threshold applies to a question as a whole, then to its chunks
 (`keep`): when no chunk reaches it, the collection does not hold the answer and nothing is
-returned; when one does, the chunks reaching half of it come back with it. A single cut at the
-threshold dropped on-topic chunks that the strong one vouches for (Recall@10 fell 3.4x more for
-the same off-topic rejection; docs/benchmarks.md, "Relevance threshold").
+returned; when one does, a search's chunks reaching half of it come back with it (a single cut
+at the threshold dropped on-topic chunks that the strong one vouches for: Recall@10 fell 3.4x
+more for the same off-topic rejection; docs/benchmarks.md, "Relevance threshold"), and an
+answer's sources must reach it themselves (`ANSWER_SUPPORT`: of an answer's 5 sources, the
+half-threshold companions were irrelevant more often than not, and off-topic questions that
+passed took 4.9 of them instead of 2.4, while the relevant ones kept stayed the same;
+docs/benchmarks.md, "What reaches an answer beside its best source").
 """
 
 from __future__ import annotations
@@ -66,7 +70,8 @@ COVERAGE_HALF = 0.8  # term coverage at relevance 0.5
 COVERAGE_LIFT = 0.5  # share of the scale's width the cosine is read higher per unit of coverage
 COVERAGE_CENTRE = 0.155  # the coverage at which the cosine is read as it is
 COMBINE: Combine = "max"  # how dense and lexical evidence make one relevance
-SUPPORT = 0.5  # chunks beside one that reaches the threshold need this share of it
+SUPPORT = 0.5  # a search's chunks beside one that reaches the threshold need this share of it
+ANSWER_SUPPORT = 1.0  # an answer's: chosen by `bench.search_ranks --companions`
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,12 +133,12 @@ def band(relevance: float) -> Band:
     return "weak"
 
 
-def keep(relevances: Sequence[float], threshold: float) -> list[bool]:
+def keep(relevances: Sequence[float], threshold: float, support: float = SUPPORT) -> list[bool]:
     """Which of a question's chunks a threshold keeps: none unless one reaches `threshold`,
-    else those reaching `SUPPORT` of it."""
+    else those reaching `support` of it."""
     if not relevances or max(relevances) < threshold:
         return [False] * len(relevances)
-    return [score >= threshold * SUPPORT for score in relevances]
+    return [score >= threshold * support for score in relevances]
 
 
 async def evidence(
