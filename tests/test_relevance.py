@@ -180,7 +180,8 @@ def test_search_ranks_and_answers_refuse(dsn: str) -> None:
         # The cosine is read with the word coverage beside it: every word held lifts it.
         worded = search(query="return an item within days", explain=True)["explain"]
         (held,) = worded["sub_queries"][0]["kept"]
-        scale = Scale(**{k: v for k, v in worded["relevance_scale"].items() if k != "source"})
+        shown = worded["relevance_scale"]
+        scale = Scale(shown["cosine_floor"], shown["cosine_ceiling"])
         read = Evidence(held["cosine"], held["coverage"])
         assert held["coverage"] == 1.0
         assert held["dense"] == pytest.approx(scale.dense(read), abs=1e-3)

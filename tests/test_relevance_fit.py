@@ -136,6 +136,8 @@ def test_the_fit_separates_own_questions_from_other_subjects(dsn: str) -> None:
             "cosine_floor": stored["cosine_floor"],
             "cosine_ceiling": stored["cosine_ceiling"],
             "source": "fit",
+            "fitted_chunks": len(CAR),  # the whole collection: what the fit covers
+            "chunks": len(CAR),
         }
         assert own["results"][0]["document_id"] == "car-5"  # the brake pads
         assert explained(client, "car", OTHER)["results"] == []
