@@ -288,8 +288,7 @@ async def _compact(conn: Conn, collection: CollectionRef, fold_postings: int) ->
 
 async def _language_oids(conn: Conn, names: set[str | None]) -> dict[str | None, int]:
     """Text-search configurations by name, as binary COPY sends them; unknown names fail."""
-    known = await _known_languages(conn, names)
-    found: dict[str | None, int] = {name: oid for name, oid in known.items()}
+    found = await _known_languages(conn, names)
     if unknown := names - found.keys():
         raise await unknown_language(conn, sorted(map(str, unknown))[0])
     return found
@@ -302,7 +301,7 @@ async def unknown_languages(conn: Conn, names: set[str]) -> dict[str, InvalidInp
     return {name: await unknown_language(conn, name) for name in sorted(names - known.keys())}
 
 
-async def _known_languages(conn: Conn, names: Collection[str | None]) -> dict[str, int]:
+async def _known_languages(conn: Conn, names: Collection[str | None]) -> dict[str | None, int]:
     if not names:
         return {}
     cur = await conn.execute(query("text_search_config_oids"), {"names": sorted(map(str, names))})
