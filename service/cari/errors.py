@@ -10,6 +10,7 @@ CariError                  a message written for the user
 ├── EmbedderBusy           too many query embeddings already wait               (HTTP 503)
 ├── LLMUnavailable         the language model failed or refused                 (HTTP 503)
 ├── RerankUnavailable      the reranker failed; callers keep the fused order
+├── Forbidden              the API key may not do this, or not here             (HTTP 403)
 ├── NotFound               a named thing does not exist                         (HTTP 404)
 ├── Conflict               the thing exists already                             (HTTP 409)
 ├── InvalidInput           a field's value is unacceptable                      (HTTP 422)
@@ -37,6 +38,7 @@ ClientError                cari.client: a call to Cari's HTTP API failed
 └── APIError               Cari answered with a problem (RFC 9457): status, code, detail, errors
     ├── BadRequestError    400 invalid_body, 413 body_too_large
     ├── UnauthorizedError  401 unauthorized
+    ├── ForbiddenError     403 forbidden: the key lacks an action or a collection
     ├── NotFoundError      404 not_found
     ├── ConflictError      409 conflict
     ├── InvalidInputError  422 invalid_input: `errors` names each field
@@ -106,6 +108,12 @@ class RerankUnavailable(CariError):
     """The reranker failed, refused the request or gave an unusable answer."""
 
     code = "rerank_unavailable"
+
+
+class Forbidden(CariError):
+    """The request's API key may not take this action, or not on this collection."""
+
+    code = "forbidden"
 
 
 class NotFound(CariError):
@@ -221,6 +229,10 @@ class BadRequestError(APIError):
 
 class UnauthorizedError(APIError):
     """Missing or invalid API key (401)."""
+
+
+class ForbiddenError(APIError):
+    """The API key may not take this action, or not on this collection (403)."""
 
 
 class NotFoundError(APIError):

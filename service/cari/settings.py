@@ -96,7 +96,17 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     api_keys: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="Comma-separated bearer keys; empty means no auth."
+        default_factory=list,
+        description="Comma-separated bearer keys, each allowed every action; with none here "
+        "and none stored (`cari keys`), the API is open.",
+    )
+    key_cache_ttl_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=5,
+        description="How long a process trusts what it read of a stored key (and whether any "
+        "exists): a revoked or expired key is refused within this many seconds everywhere; "
+        "0: read on every request.",
     )
     allow_unauthenticated: bool = Field(
         default=False, description="Allow binding beyond loopback without API keys."

@@ -16,6 +16,7 @@ from litestar.response import Response, ServerSentEvent, ServerSentEventMessage
 
 import cari.collection
 from cari.answer.service import Answerer, PreparedAnswer
+from cari.api.auth import requires
 from cari.api.consistency import READS_ONLY, ConsistencyToken, token
 from cari.api.openapi import AnswerOperation, CollectionName, V1Operation
 from cari.api.problems import responses
@@ -50,7 +51,7 @@ QUESTION = Example(summary="A question", value={"query": "berapa cicilan honda c
         **responses(400, 404, 413, 422, 503),
     },
     operation_class=AnswerOperation,
-    opt=READS_ONLY,
+    opt={**READS_ONLY, **requires("search")},
 )
 async def answer(
     state: AppState,
@@ -80,6 +81,7 @@ async def _messages(
     summary="The collection's search as an LLM tool (OpenAI function schema)",
     tags=["answer"],
     operation_id="getSearchTool",
+    opt=requires("search"),
     responses=responses(404, 422, 503),
     operation_class=V1Operation,
 )

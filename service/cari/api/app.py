@@ -16,12 +16,13 @@ import cari
 from cari import runtime
 from cari.api import allow, console, docs, problems, tracing
 from cari.api.answer import answer, tool
-from cari.api.auth import require_api_key
+from cari.api.auth import authorize
 from cari.api.catalog import CatalogController, FinancingRatesController
 from cari.api.collections import CollectionsController
 from cari.api.consistency import ConsistencyTokenMiddleware, provide_conn
 from cari.api.documents import DocumentsController
 from cari.api.health import healthz, readyz
+from cari.api.keys import KeysController
 from cari.api.mcp import mcp
 from cari.api.metrics import PROMETHEUS, MetricsController
 from cari.api.openapi import DocumentedAsPlugin, ZeroBoundsPlugin, state_rules
@@ -29,6 +30,7 @@ from cari.api.path_ids import nul_free
 from cari.api.request_ids import RequestIdMiddleware, echo_request_id
 from cari.api.search import search
 from cari.db import migrations
+from cari.keys import StoredKeys
 from cari.mcp.server import http_sessions
 from cari.observability import logs
 from cari.schema.consistency import HEADER
@@ -60,13 +62,16 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             DocumentsController,
             CatalogController,
             FinancingRatesController,
+            KeysController,
             search,
             answer,
             tool,
         ],
-        guards=[require_api_key, nul_free],
+        guards=[authorize, nul_free],
         dependencies={"conn": Provide(provide_conn)},
-        security=[{"bearer": []}] if settings.api_keys else None,
+        # With CARI_API_KEYS a key is required; without, optional until a key is stored
+        # (cari.api.auth), which the document, made at start, cannot know.
+        security=[{"bearer": []}] if settings.api_keys else [{"bearer": []}, {}],
     )
     logs.add_request_ids()
     app = Litestar(
@@ -99,7 +104,13 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
         cors_config=CORSConfig(allow_origins=settings.cors_origins, expose_headers=[HEADER])
         if settings.cors_origins
         else None,
-        state=State({"settings": settings, "schema_head": migrations.head()}),
+        state=State(
+            {
+                "settings": settings,
+                "schema_head": migrations.head(),
+                "stored_keys": StoredKeys(settings.key_cache_ttl_s),
+            }
+        ),
         exception_handlers=problems.HANDLERS,
         plugins=[*tracing.plugins(), DocumentedAsPlugin(), ZeroBoundsPlugin()],
         openapi_config=OpenAPIConfig(

@@ -12,6 +12,7 @@ from litestar.openapi.spec import Example
 from litestar.params import Body, Parameter
 
 from cari import limits
+from cari.api.auth import requires
 from cari.api.openapi import CollectionName, DocumentedAs, V1Operation
 from cari.api.path_ids import path_id, whole_collection
 from cari.api.problems import responses
@@ -118,6 +119,7 @@ class CatalogController(Controller):
         ),
         status_code=200,
         operation_id="addCatalogItems",
+        opt=requires("collections:manage"),
         responses=responses(400, 404, 413, 422, 503),
         operation_class=V1Operation,
         guards=[whole_collection],
@@ -140,6 +142,7 @@ class CatalogController(Controller):
         "/",
         summary="List catalog items by SKU",
         operation_id="listCatalogItems",
+        opt=requires("documents:read"),
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
         guards=[whole_collection],
@@ -157,6 +160,7 @@ class CatalogController(Controller):
         "/{sku:path}",
         summary="A catalog item",
         operation_id="getCatalogItem",
+        opt=requires("documents:read"),
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
     )
@@ -169,6 +173,7 @@ class CatalogController(Controller):
         "/{sku:path}",
         summary="Delete a catalog item",
         operation_id="deleteCatalogItem",
+        opt=requires("collections:manage"),
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
     )
@@ -182,6 +187,7 @@ class CatalogController(Controller):
         summary="Delete every catalog item of the collection",
         status_code=200,
         operation_id="clearCatalog",
+        opt=requires("collections:manage"),
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
         guards=[whole_collection],
@@ -208,6 +214,7 @@ class FinancingRatesController(Controller):
         ),
         status_code=200,
         operation_id="addFinancingRates",
+        opt=requires("collections:manage"),
         responses=responses(400, 404, 413, 422, 503),
         operation_class=V1Operation,
     )
@@ -222,6 +229,7 @@ class FinancingRatesController(Controller):
         "/",
         summary="List financing rates",
         operation_id="listFinancingRates",
+        opt=requires("documents:read"),
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
     )
@@ -233,6 +241,7 @@ class FinancingRatesController(Controller):
         summary="Delete every financing rate of the collection",
         status_code=200,
         operation_id="clearFinancingRates",
+        opt=requires("collections:manage"),
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
     )

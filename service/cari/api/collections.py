@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import psycopg
-from litestar import Controller, delete, get, patch, post, put
+from litestar import Controller, Request, delete, get, patch, post, put
 from litestar.di import NamedDependency
 from litestar.openapi.spec import Example
 from litestar.params import Body
 
 import cari.collection
 from cari import synonyms
+from cari.api.auth import READ_COLLECTION, access_of, check_reaches, requires
 from cari.api.openapi import CollectionName, V1Operation
 from cari.api.problems import responses
 from cari.api.state import AppState
@@ -35,6 +36,7 @@ class CollectionsController(Controller):
         "/{collection:str}/synonyms",
         summary="Get a collection's synonym rules",
         operation_id="getSynonyms",
+        opt=READ_COLLECTION,
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
     )
@@ -49,6 +51,7 @@ class CollectionsController(Controller):
         "on, with no re-indexing; `explain` shows the rules a query fires. A bad rule is "
         "named in a 422 and no rule is changed.",
         operation_id="putSynonyms",
+        opt=requires("collections:manage"),
         responses=responses(400, 404, 413, 422, 503),
         operation_class=V1Operation,
     )
@@ -64,12 +67,18 @@ class CollectionsController(Controller):
         "/",
         summary="Create a collection",
         operation_id="createCollection",
+        opt=requires("collections:manage"),
         responses=responses(400, 409, 413, 422, 503),
         operation_class=V1Operation,
     )
     async def create(
-        self, conn: Conn, state: AppState, data: Annotated[CollectionCreate, Body(examples=[NEW])]
+        self,
+        request: Request[Any, Any, Any],
+        conn: Conn,
+        state: AppState,
+        data: Annotated[CollectionCreate, Body(examples=[NEW])],
     ) -> Collection:
+        check_reaches(request, data.name)
         created = await cari.collection.create(conn, data, state.settings)
         state.runtime.searcher.collections.forget()
         return cari.collection.named(created, state.settings)
@@ -78,18 +87,25 @@ class CollectionsController(Controller):
         "/",
         summary="List collections",
         operation_id="listCollections",
+        opt=READ_COLLECTION,
         responses=responses(422, 503),  # 422: a consistency token that is none
         operation_class=V1Operation,
     )
-    async def index(self, conn: Conn, state: AppState) -> list[Collection]:
+    async def index(
+        self, request: Request[Any, Any, Any], conn: Conn, state: AppState
+    ) -> list[Collection]:
+        access = access_of(request)  # the collections the key reaches, no other
         return [
-            cari.collection.named(c, state.settings) for c in await cari.collection.list_all(conn)
+            cari.collection.named(c, state.settings)
+            for c in await cari.collection.list_all(conn)
+            if access.reaches(c.name)
         ]
 
     @get(
         "/{collection:str}",
         summary="Get a collection",
         operation_id="getCollection",
+        opt=READ_COLLECTION,
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
     )
@@ -100,6 +116,7 @@ class CollectionsController(Controller):
         "/{collection:str}",
         summary="Change a collection's settings",
         operation_id="updateCollection",
+        opt=requires("collections:manage"),
         responses=responses(400, 404, 413, 422, 503),
         operation_class=V1Operation,
     )
@@ -118,6 +135,7 @@ class CollectionsController(Controller):
         "/{collection:str}",
         summary="Delete a collection and everything in it",
         operation_id="deleteCollection",
+        opt=requires("collections:manage"),
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
     )

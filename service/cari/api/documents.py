@@ -4,6 +4,7 @@ clear."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -19,12 +20,13 @@ from litestar.di import NamedDependency
 from litestar.openapi.spec import Example
 from litestar.params import Body, Parameter
 
-from cari import limits
+from cari import keys, limits
+from cari.api.auth import access_of, requires
 from cari.api.openapi import CURSOR, CollectionName, DocumentedAs, V1Operation
 from cari.api.path_ids import path_id, whole_collection
 from cari.api.problems import responses
 from cari.api.state import AppState
-from cari.errors import CariError, InvalidInput
+from cari.errors import CariError, Conflict, InvalidInput
 from cari.ingest import formats, store, stored
 from cari.ingest.pipeline import BatchResult, Ingestor
 from cari.ingest.store import NewDocument
@@ -39,7 +41,7 @@ from cari.schema.documents import (
     IngestResponse,
     Rejection,
 )
-from cari.search.filters import compile_metadata
+from cari.search.filters import compile_documents
 from cari.settings import Settings
 
 Conn = NamedDependency[psycopg.AsyncConnection[Any]]
@@ -211,6 +213,32 @@ def _id(request: Request[Any, Any, Any], routed: Path) -> str:
     return path_id(request, routed, "documents")
 
 
+async def _as_tenant(
+    request: Request[Any, Any, Any],
+    ingestor: Ingestor,
+    collection: str,
+    documents: list[NewDocument],
+) -> list[NewDocument]:
+    """The documents as the request's key may write them: a key with a filter stamps the
+    filter's values on each (a differing value of the document's own is refused), and may not
+    replace a document its filter hides: that id is taken, 409 (which tells the key no more
+    than that the id is taken; docs/keys.md says to give each tenant ids of its own)."""
+    access = access_of(request)
+    if access.filter is None:
+        return documents
+    stamped = [dataclasses.replace(d, metadata=keys.stamp(access, d.metadata)) for d in documents]
+    async with ingestor.pool.connection() as conn:
+        ref = await store.collection_ref(conn, collection)
+        visible = compile_documents(None, "metadata")
+        hidden = await store.hidden_documents(conn, ref, [d.external_id for d in stamped], visible)
+    if hidden:
+        raise Conflict(
+            f"document id '{hidden[0]}' is taken in '{collection}' by a document this key "
+            "cannot see: choose another id"
+        )
+    return stamped
+
+
 def _response(result: BatchResult, rejected: list[Rejection]) -> IngestResponse:
     return IngestResponse(
         results=[DocumentResult(o.id, o.status, o.chunks, o.embedded) for o in result.outcomes],
@@ -235,12 +263,17 @@ class DocumentsController(Controller):
         ),
         status_code=200,
         operation_id="addDocuments",
-        responses=responses(400, 404, 413, 422, 503),
+        opt=requires("documents:write"),
+        responses=responses(400, 404, 409, 413, 422, 503),
         operation_class=V1Operation,
         guards=[whole_collection],
     )
     async def add(
-        self, state: AppState, collection: CollectionName, data: OneOrBatch
+        self,
+        request: Request[Any, Any, Any],
+        state: AppState,
+        collection: CollectionName,
+        data: OneOrBatch,
     ) -> IngestResponse:
         settings: Settings = state.settings
         batch = "documents" in data and isinstance(data["documents"], list)
@@ -269,6 +302,7 @@ class DocumentsController(Controller):
                 + "; ".join(f"[{r.index}] {r.reason}" for r in rejected),
                 errors=fields,
             )
+        documents = await _as_tenant(request, ingestor, collection, documents)
         budget = settings.write_embedding_budget_s
         result = await ingestor.ingest(collection, documents, embedding_budget_s=budget)
         return _response(result, rejected)
@@ -277,7 +311,8 @@ class DocumentsController(Controller):
         "/{document_id:path}",
         summary="Create or replace a document by id",
         operation_id="putDocument",
-        responses=responses(400, 404, 413, 422, 503),
+        opt=requires("documents:write"),
+        responses=responses(400, 404, 409, 413, 422, 503),
         operation_class=V1Operation,
     )
     async def upsert(
@@ -299,6 +334,7 @@ class DocumentsController(Controller):
                 unknown_languages=refused,
             )
         )
+        [document] = await _as_tenant(request, ingestor, collection, [document])
         budget = state.settings.write_embedding_budget_s
         return _response(
             await ingestor.ingest(collection, [document], embedding_budget_s=budget), []
@@ -314,6 +350,7 @@ class DocumentsController(Controller):
             'filters: {"lang": "id", "brand": {"in": ["honda"]}, "year": {"gte": 2020}}.'
         ),
         operation_id="listDocuments",
+        opt=requires("documents:read"),
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
         guards=[whole_collection],
@@ -331,7 +368,7 @@ class DocumentsController(Controller):
         ] = None,
     ) -> DocumentPage:
         after = _after(cursor)
-        fragment, params = compile_metadata(_metadata_filter(metadata), "metadata")
+        fragment, params = compile_documents(_metadata_filter(metadata), "metadata")
         limits.refuse_nul("source", source)
         ref = await store.collection_ref(conn, collection)
         rows = await store.list_documents(
@@ -351,6 +388,7 @@ class DocumentsController(Controller):
         "/{document_id:path}",
         summary="A document with its chunks",
         operation_id="getDocument",
+        opt=requires("documents:read"),
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
     )
@@ -361,12 +399,14 @@ class DocumentsController(Controller):
         collection: CollectionName,
         document_id: DocumentId,
     ) -> Document:
-        return await stored.read(conn, collection, _id(request, document_id))
+        visible = compile_documents(None, "metadata")
+        return await stored.read(conn, collection, _id(request, document_id), visible)
 
     @delete(
         "/{document_id:path}",
         summary="Delete a document and its chunks",
         operation_id="deleteDocument",
+        opt=requires("documents:write"),
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
     )
@@ -378,13 +418,15 @@ class DocumentsController(Controller):
         document_id: DocumentId,
     ) -> None:
         ref = await store.collection_ref(conn, collection)
-        await store.delete_document(conn, ref, _id(request, document_id))
+        visible = compile_documents(None, "metadata")
+        await store.delete_document(conn, ref, _id(request, document_id), visible)
 
     @delete(
         "/",
         summary="Delete every document of the collection",
         status_code=200,
         operation_id="clearDocuments",
+        opt=requires("documents:write", beyond_filter=True),
         responses=responses(404, 422, 503),
         operation_class=V1Operation,
         guards=[whole_collection],  # `…/documents/%2F` is routed here: it names a document

@@ -1,4 +1,6 @@
-"""/mcp: Cari's MCP tools over streamable HTTP, behind the same API keys as /v1.
+"""/mcp: Cari's MCP tools over streamable HTTP, behind the same API keys as /v1: a key that may
+search every collection, without a filter (the tools name their collection in the call, past
+the guard; `cari.api.auth`).
 
 The SDK's transport (`cari.mcp.server.http_sessions`, running in the app's lifespan on the
 app's runtime) answers the requests; Litestar routes them and checks the key first. It is not a
@@ -10,13 +12,18 @@ from __future__ import annotations
 from litestar import Litestar, asgi
 from litestar.types import Receive, Scope, Send
 
-from cari.api.auth import require_api_key
+from cari.api.auth import authorize, requires
 from cari.api.consistency import READS_ONLY
 from cari.api.state import app_state
 
 
 # Its tools only read: its responses carry no consistency token.
-@asgi("/mcp", guards=[require_api_key], copy_scope=True, opt=READS_ONLY)
+@asgi(
+    "/mcp",
+    guards=[authorize],
+    copy_scope=True,
+    opt={**READS_ONLY, **requires("search", every_collection=True)},
+)
 async def mcp(scope: Scope, receive: Receive, send: Send) -> None:
     sessions = app_state(Litestar.from_scope(scope)).mcp
     await sessions.handle_request(scope, receive, send)  # type: ignore[arg-type]

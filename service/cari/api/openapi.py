@@ -110,16 +110,15 @@ def _zero_bounds(field_definition: FieldDefinition) -> list[str]:
 class V1Operation(Operation):
     """An operation under /v1, listing the problems its route gives (`problems.responses`).
     Litestar adds a 400 of its own error shape to every route with parameters (for its
-    ValidationException, which Cari answers as a 422): only a 400 problem stays. A 401 stays
-    only when API keys are required (then the router sets `security`)."""
+    ValidationException, which Cari answers as a 422): only a 400 problem stays. 401 and 403
+    stay: keys can be stored while the server runs, and from the first one on every request
+    needs one (the router's `security` says whether a key is optional until then)."""
 
     def __post_init__(self) -> None:
         responses = self.responses or {}
         bad_request = responses.get("400")
         if isinstance(bad_request, OpenAPIResponse) and not _is_problem(bad_request):
             del responses["400"]
-        if not self.security:
-            responses.pop("401", None)
         self.responses = responses
 
 

@@ -48,6 +48,7 @@ KINDS: Mapping[str, tuple[int, str]] = {
     "invalid_request": (400, "The request cannot be parsed"),
     "invalid_body": (400, "The request body cannot be decoded"),
     "unauthorized": (401, "Missing or invalid API key"),
+    "forbidden": (403, "Not allowed to this API key"),
     "not_found": (404, "Not found"),
     "method_not_allowed": (405, "Method not allowed"),
     "request_timeout": (408, "Request timeout"),
@@ -72,6 +73,7 @@ LEFT_MID_BODY = "client disconnected prematurely"
 LITESTAR_KINDS = {
     400: "invalid_body",
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     413: "body_too_large",
@@ -214,9 +216,16 @@ EXAMPLES: Mapping[int, tuple[str, str, str]] = {
         "the body is not valid JSON: JSON is malformed: invalid character (byte 1)",
     ),
     401: (
-        "Missing or invalid API key (only when CARI_API_KEYS is set)",
+        "No API key, or one that is unknown, revoked or expired (once CARI_API_KEYS is set or "
+        "a key is stored)",
         "unauthorized",
         "missing or invalid API key: send 'Authorization: Bearer <key>'",
+    ),
+    403: (
+        "The API key may not take this action, or not on this collection; `detail` names "
+        "what it lacks",
+        "forbidden",
+        "key 'cari_3f9a1b2c' may not take the action documents:write (it may: search)",
     ),
     404: (
         "The collection, or what the path names in it, does not exist",
@@ -250,9 +259,9 @@ UNPARSED = (
 
 def responses(*statuses: int) -> dict[int, ResponseSpec]:
     """The problems a /v1 route can answer with: `statuses`, 400 (a request the HTTP server
-    cannot parse; with a body, one it cannot decode too) and 401 (see V1Operation)."""
+    cannot parse; with a body, one it cannot decode too), 401 and 403 (API keys)."""
     specs = {}
-    for status in sorted({400, 401, *statuses}):
+    for status in sorted({400, 401, 403, *statuses}):
         description, code, detail = (
             UNPARSED if status == 400 and 400 not in statuses else EXAMPLES[status]
         )

@@ -8,6 +8,7 @@ from litestar import post
 from litestar.openapi.spec import Example
 from litestar.params import Body
 
+from cari.api.auth import requires
 from cari.api.consistency import READS_ONLY, ConsistencyToken, token
 from cari.api.openapi import CollectionName, V1Operation
 from cari.api.problems import responses
@@ -44,7 +45,7 @@ QUESTION = Example(
     operation_id="searchCollection",
     responses=responses(400, 404, 413, 422, 503),
     operation_class=V1Operation,
-    opt=READS_ONLY,
+    opt={**READS_ONLY, **requires("search")},
 )
 async def search(
     state: AppState,

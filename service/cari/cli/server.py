@@ -51,7 +51,11 @@ def serve(host: str | None, port: int | None, allow_unauthenticated: bool | None
     ask_short_slices(config.serve_time_slice_us)
     app = create_app(config, dsn)
     where = "external server" if config.database_url else f"embedded, data in {config.data_dir}"
-    access = "API keys required" if config.api_keys else "no API keys (open API)"
+    access = (
+        "API keys required (CARI_API_KEYS)"
+        if config.api_keys
+        else "API keys required once one is stored (cari keys), open until then"
+    )
     log.info("database %s; %s", where, access)
     base = f"http://{_url_host(config.host)}:{config.port}"
     log.info("serving %s: the search console at %s/console, the API at %s/docs", base, base, base)

@@ -22,6 +22,7 @@ from cari.errors import (
     APIError,
     BadRequestError,
     ConflictError,
+    ForbiddenError,
     InvalidInputError,
     NotFoundError,
     UnauthorizedError,
@@ -229,6 +230,7 @@ def metadata_param(metadata: Mapping[str, Any] | None) -> str | None:
 _ERRORS: Mapping[int, type[APIError]] = {
     400: BadRequestError,
     401: UnauthorizedError,
+    403: ForbiddenError,
     404: NotFoundError,
     409: ConflictError,
     413: BadRequestError,

@@ -308,12 +308,22 @@ async def _known_languages(conn: Conn, names: Collection[str | None]) -> dict[st
     return {str(name): int(oid) for name, oid in await cur.fetchall()}
 
 
-async def get_document(conn: Conn, collection: CollectionRef, external_id: str) -> dict[str, Any]:
-    """The document with its chunks (text, token count, whether embedded)."""
+# The documents a request may see: a fragment on the documents table (alias `c`) and its
+# parameters (cari.search.filters.compile_documents; empty: all of them).
+Visible = tuple[sql.Composable, dict[str, Any]]
+EVERY_DOCUMENT: Visible = (sql.SQL(""), {})
+
+
+async def get_document(
+    conn: Conn, collection: CollectionRef, external_id: str, visible: Visible
+) -> dict[str, Any]:
+    """The document with its chunks (text, token count, whether embedded); one it may not see
+    does not exist for the request."""
+    fragment, params = visible
     async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
-            query("document_get"),
-            {"collection_id": collection.id, "external_id": external_id},
+            sql.SQL(query("document_get")).format(filters=fragment),
+            {**params, "collection_id": collection.id, "external_id": external_id},
         )
         document = await cur.fetchone()
         if document is None:
@@ -347,14 +357,29 @@ async def list_documents(
         return await cur.fetchall()
 
 
-async def delete_document(conn: Conn, collection: CollectionRef, external_id: str) -> None:
+async def delete_document(
+    conn: Conn, collection: CollectionRef, external_id: str, visible: Visible
+) -> None:
+    fragment, params = visible
     cur = await conn.execute(
-        query("document_delete"),
-        {"collection_id": collection.id, "external_id": external_id},
+        sql.SQL(query("document_delete")).format(filters=fragment),
+        {**params, "collection_id": collection.id, "external_id": external_id},
     )
     if await cur.fetchone() is None:
         raise NotFound(f"document '{external_id}' does not exist in '{collection.name}'")
     await compact_statistics(conn, collection)
+
+
+async def hidden_documents(
+    conn: Conn, collection: CollectionRef, external_ids: Sequence[str], visible: Visible
+) -> list[str]:
+    """Which of `external_ids` name a document the request may not see."""
+    fragment, params = visible
+    cur = await conn.execute(
+        sql.SQL(query("documents_hidden")).format(filters=fragment),
+        {**params, "collection_id": collection.id, "ids": list(external_ids)},
+    )
+    return [str(row[0]) for row in await cur.fetchall()]
 
 
 async def clear_documents(conn: Conn, collection: CollectionRef) -> int:

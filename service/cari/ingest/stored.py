@@ -9,11 +9,13 @@ from cari.ingest import store
 from cari.schema.documents import Document
 
 
-async def read(conn: store.Conn, collection: str, document_id: str) -> Document:
+async def read(
+    conn: store.Conn, collection: str, document_id: str, visible: store.Visible
+) -> Document:
     """The document `document_id` of `collection` with its chunks (NotFound if either is
-    missing)."""
+    missing, or `visible` hides it)."""
     ref = await store.collection_ref(conn, collection)
-    document = await store.get_document(conn, ref, document_id)
+    document = await store.get_document(conn, ref, document_id, visible)
     # The row's own id is internal; clients know a document by its external id.
     document.pop("id")
     document["id"] = document.pop("external_id")

@@ -19,7 +19,7 @@ import msgspec
 import cari.collection
 from cari.db.replicas import Node
 from cari.errors import InvalidInput
-from cari.ingest import stored
+from cari.ingest import store, stored
 from cari.limits import DocumentId
 from cari.runtime import Runtime
 from cari.schema.answer import AnswerRequest, AnswerResponse
@@ -63,7 +63,9 @@ async def _list_collections(rt: Runtime, _collection: str, _request: NoArguments
 async def _get_document(rt: Runtime, collection: str, request: GetDocument) -> Document:
     async def read(node: Node) -> Document:
         async with node.pool.connection() as conn:
-            return await stored.read(conn, collection, request.document_id)
+            # Every document: /mcp takes no key with a filter (cari.api.auth).
+            visible = store.EVERY_DOCUMENT
+            return await stored.read(conn, collection, request.document_id, visible)
 
     return await rt.reads.run(None, read)
 

@@ -7,7 +7,8 @@ as plain lines beside their own output.)
 The id of the request being served (`request_id`, set by `cari.api.request_ids`) is put on
 every log record created while it is served, whichever library logs it, by a LogRecord factory
 (`add_request_ids`): a filter on our handler would miss the records that go to other handlers
-(pytest's, an exporter's).
+(pytest's, an exporter's). So is the id of its API key (`api_key`, set by `cari.api.auth`:
+`cari_3f9a1b2c`, `CARI_API_KEYS`, never a secret), in the JSON lines.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from pythonjsonlogger.core import RESERVED_ATTRS
 from cari.settings import Settings
 
 request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
+api_key: ContextVar[str | None] = ContextVar("api_key", default=None)
 
 # A JSON line: these fields, any `extra` given to the call, and `time` (ISO 8601, UTC).
-_JSON_FIELDS = ["levelname", "name", "message", "request_id"]
+_JSON_FIELDS = ["levelname", "name", "message", "request_id", "api_key"]
 _JSON_NAMES = {"levelname": "level", "name": "logger"}
 _TEXT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
 
@@ -74,6 +76,7 @@ def add_request_ids() -> None:
     def with_request_id(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = make(*args, **kwargs)
         record.request_id = request_id.get()
+        record.api_key = api_key.get()
         return record
 
     with_request_id.adds_request_id = True  # type: ignore[attr-defined]

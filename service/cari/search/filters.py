@@ -7,6 +7,10 @@
 
 No user text is ever part of the SQL: values, keys and jsonpath expressions are all bound
 parameters named `f0`, `f1`, ... so they cannot collide with the caller's.
+
+`TENANT` is the metadata filter of the API key a request came with (`cari.api.auth` sets it):
+every fragment compiled here for searches and document reads ANDs it in, inside the statement,
+so a tenant's top k is exact within its own documents.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any, LiteralString
 
 from psycopg import sql
@@ -33,15 +38,17 @@ OPERATOR_NAMES = frozenset(
     {"in", "gte", "lte", "eq", "ne", "neq", "gt", "lt", "nin", "not", "exists", "like", "regex"}
 )
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+TENANT: ContextVar[Mapping[str, Any] | None] = ContextVar("cari_tenant", default=None)
 
 
 def compile_filters(filters: Mapping[str, Any] | None) -> tuple[sql.Composable, dict[str, Any]]:
     """A fragment to append to a WHERE clause (empty, or starting with " AND "), and its params."""
+    compiler = _Compiler()
+    compiler.tenant()
     if filters is None:
-        return sql.SQL(""), {}
+        return compiler.fragment()
     if not isinstance(filters, Mapping):
         raise InvalidInput("filters", "must be an object")
-    compiler = _Compiler()
     for name, value in filters.items():
         if name == "metadata":
             compiler.metadata(value)
@@ -57,6 +64,16 @@ def compile_metadata(metadata: Any, field: str) -> tuple[sql.Composable, dict[st
     listing's query parameter does)."""
     compiler = _Compiler()
     compiler.metadata(metadata, field)
+    return compiler.fragment()
+
+
+def compile_documents(metadata: Any, field: str) -> tuple[sql.Composable, dict[str, Any]]:
+    """The documents a read may see: those matching `metadata` (None: all) and the tenant's
+    filter, as a fragment on the documents table, alias `c`."""
+    compiler = _Compiler()
+    compiler.tenant()
+    if metadata is not None:
+        compiler.metadata(metadata, field)
     return compiler.fragment()
 
 
@@ -77,6 +94,10 @@ class _Compiler:
         if not self.conditions:
             return sql.SQL(""), {}
         return sql.SQL(" AND ") + sql.SQL(" AND ").join(self.conditions), self.params
+
+    def tenant(self) -> None:
+        if (tenant := TENANT.get()) is not None:
+            self.metadata(tenant, "key filter")
 
     def metadata(self, metadata: Any, name: str = "filters.metadata") -> None:
         if not isinstance(metadata, Mapping):

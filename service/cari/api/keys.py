@@ -1,0 +1,114 @@
+"""API keys under /v1/keys, for keys that may manage keys: create (the secret shown once), list,
+show, revoke."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import psycopg
+from litestar import Controller, Request, delete, get, post
+from litestar.di import NamedDependency
+from litestar.openapi.spec import Example
+from litestar.params import Body, Parameter
+
+from cari import keys
+from cari.api.auth import access_of, requires
+from cari.api.openapi import V1Operation
+from cari.api.problems import responses
+from cari.schema.keys import Key, KeyCreate, KeyCreated
+
+Conn = NamedDependency[psycopg.AsyncConnection[Any]]
+
+TENANT_SEARCH = Example(
+    summary="A tenant's search key",
+    value={
+        "name": "acme storefront",
+        "actions": ["search"],
+        "collections": ["shop-*"],
+        "filter": {"tenant": "acme"},
+    },
+)
+MANAGE = requires("keys:manage")
+KeyId = Annotated[
+    str,
+    Parameter(
+        description="The key's id, its secret's visible start",
+        max_length=64,
+        examples=[Example(value="cari_3f9a1b2c")],
+    ),
+]
+
+
+class KeysController(Controller):
+    path = "/keys"
+    tags = ["keys"]  # noqa: RUF012 (Litestar reads this class attribute)
+
+    @post(
+        "/",
+        summary="Create an API key",
+        description="The answer holds the key's secret, which is never shown again: Cari keeps "
+        "its hash. A key gives only actions and collections the creating key has itself.",
+        operation_id="createKey",
+        responses=responses(400, 413, 422, 503),
+        operation_class=V1Operation,
+        opt=MANAGE,
+    )
+    async def create(
+        self,
+        request: Request[Any, Any, Any],
+        conn: Conn,
+        data: Annotated[KeyCreate, Body(examples=[TENANT_SEARCH])],
+    ) -> KeyCreated:
+        keys.check_within(access_of(request), data.actions, data.collections)
+        key, secret = await keys.create(
+            conn,
+            data.name,
+            data.actions,
+            data.collections,
+            data.filter,
+            data.expires_at,
+            datetime.now(UTC),
+        )
+        return KeyCreated(key=key.wire(), secret=secret)
+
+    @get(
+        "/",
+        summary="List API keys (revoked ones too)",
+        operation_id="listKeys",
+        responses=responses(422, 503),
+        operation_class=V1Operation,
+        opt=MANAGE,
+    )
+    async def index(self, conn: Conn) -> list[Key]:
+        return [key.wire() for key in await keys.list_all(conn)]
+
+    @get(
+        "/{key_id:str}",
+        summary="An API key",
+        operation_id="getKey",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+        opt=MANAGE,
+    )
+    async def show(self, conn: Conn, key_id: KeyId) -> Key:
+        return (await keys.get(conn, key_id)).wire()
+
+    @delete(
+        "/{key_id:str}",
+        summary="Revoke an API key",
+        description="Every Cari process sharing the database refuses it within "
+        "CARI_KEY_CACHE_TTL_S seconds (5). Its row stays, saying when it was revoked. A key "
+        "revokes only keys within its own scope.",
+        status_code=200,
+        operation_id="revokeKey",
+        responses=responses(404, 422, 503),
+        operation_class=V1Operation,
+        opt=MANAGE,
+    )
+    async def revoke(self, request: Request[Any, Any, Any], conn: Conn, key_id: KeyId) -> Key:
+        # As for creating: a key revokes only keys within its own scope, or a key that manages
+        # the keys of some collections could lock out an administrator.
+        stored = await keys.get(conn, key_id)
+        keys.check_within(access_of(request), stored.actions, stored.collections)
+        return (await keys.revoke(conn, key_id)).wire()
