@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from cari.cli import bm25, catalog, documents, relevance, search, server, synonyms
+from cari.cli import bm25, catalog, documents, keys, relevance, search, server, synonyms
 
 
 @click.group(help="Cari: hybrid search and RAG where all retrieval lives in PostgreSQL.")
@@ -29,5 +29,6 @@ for command in (
     synonyms.synonyms,
     catalog.catalog,
     catalog.rates,
+    keys.keys,
 ):
     main.add_command(command)
