@@ -92,6 +92,7 @@ class Question:
     on_topic: bool
     cosines: np.ndarray
     coverages: np.ndarray
+    specificities: np.ndarray
     baseline: float  # its mean cosine with the bundled everyday questions
 
 
@@ -147,6 +148,7 @@ async def questions(data: dict[str, Any], yardstick: Yardstick) -> list[Question
                         target == own,
                         np.array([-1.0 if h[1] is None else h[1] for h in head]),
                         np.array([h[2] for h in head]),
+                        np.array([h[3] for h in head]),
                         baselines[texts[label][qid]],
                     )
                 )
@@ -207,11 +209,13 @@ def refused(question: Question, scale: Scale, reading: Reading) -> bool:
     """Whether an answer says "no information": no weighed chunk reaches the threshold."""
     scores = [
         scale.relevance(
-            Evidence(cosine - reading.shift, coverage),
+            Evidence(cosine - reading.shift, coverage, specificity),
             lift=reading.lift,
             centre=reading.centre,
         )
-        for cosine, coverage in zip(question.cosines, question.coverages, strict=True)
+        for cosine, coverage, specificity in zip(
+            question.cosines, question.coverages, question.specificities, strict=True
+        )
     ]
     return not any(keep(scores, THRESHOLD))
 

@@ -1,6 +1,7 @@
 """Search ranks, answers refuse (issue 39): the defaults replayed from the threshold evidence.
 
-    python -m bench.search_ranks [--small] [--typo-weight W] [--out FILE]
+    python -m bench.search_ranks [--small] [--grid] [--companions] [--bands] [--typo-weight W]
+                                 [--out FILE]
 
 Reads the evidence `bench.threshold` keeps (with `--small`, `bench.threshold_small`'s; with
 `--typo-weight`, the evidence gathered at that typo tolerance): each
@@ -24,13 +25,19 @@ collection's fitted scale, as the server weighs it (`cari.search.fit`, the shipp
 Tuning sets (TyDi dev, Cranfield, CISI) and reporting sets (TyDi test, CACM, MED, ADI) are
 reported apart; nothing is chosen on the reporting sets. `--grid` replays, on the tuning sets
 only, other places for the word-coverage curve (relevance 0.25 at coverage 0.5 to 0.7) with
-either combination, for the answers' no-information rates.
+either combination, for the answers' no-information rates. `--bands` counts the on-topic
+results in each band and the share of them relevant, with the coverage curve capped by the words'
+specificity (shipped) and uncapped (the same-run baseline), and the share relevant by
+specificity among the results holding 80 % or more of their question's words, where the cap's
+curve was placed.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +49,7 @@ from bench.quality import document_ranking, evaluate
 from bench.threshold import EVIDENCE, TUNING, evidence_path, fitted, typo_options
 from bench.threshold_small import EVIDENCE as SMALL_EVIDENCE
 from cari.search import fit
-from cari.search.relevance import Evidence, Scale, curve, keep
+from cari.search.relevance import Evidence, Scale, band, curve, keep
 from cari.settings import load_settings
 
 THRESHOLD = 0.25  # the collection's default: what answers apply
@@ -52,24 +59,25 @@ TOP = 10  # a search's results, as nDCG@10 reads them
 RESAMPLES = 2000
 SEED = 39
 
-Hits = Sequence[tuple[str, float | None, float]]
-Relevance = Callable[[Scale, float | None, float], float]
+Hits = Sequence[tuple[str, float | None, float, float]]  # document, cosine, coverage, specificity
+Relevance = Callable[[Scale, Evidence], float]
 
 
-def before(scale: Scale, cosine: float | None, coverage: float) -> float:
+def before(scale: Scale, evidence: Evidence) -> float:
     """The relevance until issue 39: linear and clipped, coverage counted from 0.6 up."""
     dense = 0.0
-    if cosine is not None:
+    if evidence.cosine is not None:
         width = scale.cosine_ceiling - scale.cosine_floor
-        dense = min(1.0, max(0.0, (cosine - scale.cosine_floor) / width))
-    return max(dense, min(1.0, max(0.0, (coverage - 0.6) / 0.4)))
+        dense = min(1.0, max(0.0, (evidence.cosine - scale.cosine_floor) / width))
+    return max(dense, min(1.0, max(0.0, (evidence.coverage - 0.6) / 0.4)))
 
 
 VARIANTS: dict[str, Relevance] = {
     "before": before,
-    "cosine alone": lambda s, c, v: s.relevance(Evidence(c, v), "max", lift=0.0),
-    "max": lambda s, c, v: s.relevance(Evidence(c, v), "max"),
-    "either": lambda s, c, v: s.relevance(Evidence(c, v), "either"),
+    "cosine alone": lambda s, e: s.relevance(e, "max", lift=0.0),
+    "max, words uncapped": lambda s, e: s.relevance(replace(e, specificity=math.inf), "max"),
+    "max": lambda s, e: s.relevance(e, "max"),
+    "either": lambda s, e: s.relevance(e, "either"),
 }
 
 
@@ -77,9 +85,9 @@ def variant(quarter: float, combine: str) -> Relevance:
     """The shipped dense curve with the coverage curve through 0.25 at `quarter` (0.5 at
     `quarter` + 0.1), combined by the larger or by the probabilistic sum."""
 
-    def relevance(scale: Scale, cosine: float | None, coverage: float) -> float:
-        dense = scale.dense(Evidence(cosine, coverage))
-        lexical = curve(coverage, quarter, quarter + 0.1)
+    def relevance(scale: Scale, evidence: Evidence) -> float:
+        dense = scale.dense(evidence)
+        lexical = curve(evidence.coverage, quarter, quarter + 0.1)
         return max(dense, lexical) if combine == "max" else 1 - (1 - dense) * (1 - lexical)
 
     return relevance
@@ -114,7 +122,7 @@ def grid(data: dict[str, Any], labels: Sequence[str], scales: dict[str, Scale]) 
 def passing(hits: Hits, scale: Scale, relevance: Relevance, depth: int) -> list[str]:
     """The documents a threshold of 0.25 keeps of the first `depth` weighed chunks."""
     head = list(hits)[:depth]
-    scores = [relevance(scale, cosine, coverage) for _, cosine, coverage in head]
+    scores = [relevance(scale, Evidence(c, v, s)) for _, c, v, s in head]
     return [hit[0] for hit, ok in zip(head, keep(scores, THRESHOLD), strict=True) if ok]
 
 
@@ -156,7 +164,7 @@ def companions(
                     scale = scales[target]
                     for q, hits in per_query.items():
                         head = list(hits)[:ANSWER_WEIGHED]
-                        scores = [relevance(scale, c, v) for _, c, v in head]
+                        scores = [relevance(scale, Evidence(c, v, s)) for _, c, v, s in head]
                         if not scores or max(scores) < THRESHOLD:
                             continue  # refused, whatever the companions need
                         kept = document_ranking(
@@ -194,6 +202,93 @@ def companions(
                 f"  {name:<22} {support:>6} {on_mean:>11.2f} {ratio(kept_precision):>24} "
                 f"{ratio(kept_recall):>24} {ndcg_change:>+9.4f} {off_mean:>12.2f}"
             )
+    return "\n".join(lines), figures
+
+
+BAND_VARIANTS = ("max, words uncapped", "max")  # the same-run baseline, then the shipped
+
+
+def bands(
+    data: dict[str, Any], groups: dict[str, list[str]], scales: dict[str, Scale]
+) -> tuple[str, dict[str, Any]]:
+    """What each band holds: of the on-topic questions' first `TOP` results (searches at the
+    defaults: no cut), how many fall in each band and the share of them that are relevant (by
+    the qrels, a chunk standing for its document), for the relevance before the words'
+    specificity capped their curve and for the shipped one."""
+    figures: dict[str, Any] = {}
+    lines = [
+        "bands of on-topic results (first 10): results in the band, share relevant [95 %]",
+        f"  {'':<22} {'relevance':<20} "
+        + " ".join(f"{name:>34}" for name in ("strong", "moderate", "weak")),
+    ]
+    for name, labels in groups.items():
+        for variant_name in BAND_VARIANTS:
+            relevance = VARIANTS[variant_name]
+            held: dict[str, list[bool]] = {"strong": [], "moderate": [], "weak": []}
+            for label in labels:
+                folder, split = label.split("/")
+                if folder not in data["runs"][label]:
+                    continue
+                qrels = load_qrels(DATASETS / folder, split)
+                scale = scales[folder]
+                for q, hits in data["runs"][label][folder].items():
+                    relevant = {d for d, grade in qrels.get(q, {}).items() if grade > 0}
+                    for document, c, v, s in list(hits)[:TOP]:
+                        score = relevance(scale, Evidence(c, v, s))
+                        held[band(score)].append(document in relevant)
+            figures.setdefault(name, {})[variant_name] = {
+                k: {"results": len(flags), "relevant": interval(flags)} for k, flags in held.items()
+            }
+            lines.append(
+                f"  {name:<22} {variant_name:<20} "
+                + " ".join(
+                    f"{len(flags):>6} {percent(interval(flags)):>27}" for flags in held.values()
+                )
+            )
+    return "\n".join(lines), figures
+
+
+SPECIFICITY_BINS = ((-math.inf, -2.0), (-2.0, -1.0), (-1.0, 0.0), (0.0, 1.0), (1.0, 2.0),
+                    (2.0, 4.0), (4.0, 8.0), (8.0, math.inf))  # fmt: skip
+
+
+def specificity(data: dict[str, Any], groups: dict[str, list[str]]) -> tuple[str, dict[str, Any]]:
+    """Where the words' specificity puts the coverage curve's cap: of the on-topic questions'
+    first `TOP` results holding 80 % or more of their question's words (coverage relevance 0.5
+    and above), the share relevant (by the qrels) in each band of specificity."""
+    figures: dict[str, Any] = {}
+    lines = [
+        "on-topic results holding >= 80 % of the question's words: share relevant "
+        "by the words' specificity",
+        f"  {'':<22} "
+        + " ".join(f"{f'[{low:g}, {high:g})':>18}" for low, high in SPECIFICITY_BINS),
+    ]
+    for name, labels in groups.items():
+        binned: list[list[bool]] = [[] for _ in SPECIFICITY_BINS]
+        for label in labels:
+            folder, split = label.split("/")
+            if folder not in data["runs"][label]:
+                continue
+            qrels = load_qrels(DATASETS / folder, split)
+            for q, hits in data["runs"][label][folder].items():
+                relevant = {d for d, grade in qrels.get(q, {}).items() if grade > 0}
+                for document, _, coverage, specific in list(hits)[:TOP]:
+                    if coverage < 0.8:
+                        continue
+                    for flags, (low, high) in zip(binned, SPECIFICITY_BINS, strict=True):
+                        if low <= specific < high:
+                            flags.append(document in relevant)
+        figures[name] = [
+            {"from": low, "to": high, "results": len(flags), "relevant": interval(flags)}
+            for (low, high), flags in zip(SPECIFICITY_BINS, binned, strict=True)
+        ]
+        lines.append(
+            f"  {name:<22} "
+            + " ".join(
+                f"{len(flags):>5} {'—' if not flags else f'{sum(flags) / len(flags):.0%}':>12}"
+                for flags in binned
+            )
+        )
     return "\n".join(lines), figures
 
 
@@ -339,6 +434,9 @@ def main() -> None:
     parser.add_argument(
         "--companions", action="store_true", help="what answers keep beside a passing chunk"
     )
+    parser.add_argument(
+        "--bands", action="store_true", help="what each band holds, the words capped or not"
+    )
     parser.add_argument("--out", type=Path, help="write the figures to this JSON file")
     typo_options(parser)
     args = parser.parse_args()
@@ -360,6 +458,12 @@ def main() -> None:
         scales = fitted(data, Scale(*load_settings().cosine_scale(None)), fit.PLACEMENT)
         kept_text, figures["companions"] = companions(data, groups, scales)
         print("\n" + kept_text)
+    if args.bands:
+        scales = fitted(data, Scale(*load_settings().cosine_scale(None)), fit.PLACEMENT)
+        bands_text, figures["bands"] = bands(data, groups, scales)
+        print("\n" + bands_text)
+        specific_text, figures["specificity"] = specificity(data, groups)
+        print("\n" + specific_text)
     if args.out is not None:
         args.out.write_text(json.dumps(figures, indent=1) + "\n")
 

@@ -76,8 +76,10 @@ SAME_SUBJECT = {"cisi", "cacm", "adi"}  # information retrieval and documentatio
 FLOORS = [round(0.74 + 0.01 * i, 2) for i in range(12)]
 CEILINGS = [0.90, 0.92, 0.94, 0.96, 0.98, 1.0]
 
-# query set -> collection -> query id -> [(document id, cosine, coverage), ...] in fused order
-Runs = dict[str, dict[str, dict[str, list[tuple[str, float | None, float]]]]]
+# query set -> collection -> query id -> [(document id, cosine, coverage, specificity), ...] in
+# fused order
+Hit = tuple[str, float | None, float, float]
+Runs = dict[str, dict[str, dict[str, list[Hit]]]]
 
 
 def query_sets(folders: Sequence[Path]) -> list[tuple[str, Path, str]]:
@@ -214,17 +216,16 @@ async def collection_id(conn: Any, name: str) -> int:
     return int(row[0])
 
 
-async def weighed(
-    searcher: Searcher, name: str, text: str, documents: dict[int, str]
-) -> list[tuple[str, float | None, float]]:
-    """The weighed chunks of one search in fused order, each as (document, cosine, coverage)."""
+async def weighed(searcher: Searcher, name: str, text: str, documents: dict[int, str]) -> list[Hit]:
+    """The weighed chunks of one search in fused order, each as (document, cosine, coverage,
+    specificity)."""
     request = SearchRequest(query=text, top_k=WEIGHED, threshold=0, explain=True)
     response = await searcher.search(name, request)
     if response.degraded:  # keyword results only: no cosine to weigh
         raise RuntimeError(f"search degraded, figures would be wrong: {response.warnings}")
     assert response.explain is not None
     evidence = {
-        kept.id: (kept.cosine, kept.coverage)
+        kept.id: (kept.cosine, kept.coverage, kept.specificity)
         for part in response.explain.sub_queries
         for kept in part.kept
     }
@@ -250,13 +251,13 @@ def single_cut(scores: Sequence[float], threshold: float) -> list[bool]:
 
 
 def replay(
-    hits: Sequence[tuple[str, float | None, float]],
+    hits: Sequence[Hit],
     scale: Scale,
     threshold: float,
     rule: Rule = keep,
 ) -> list[str]:
     """The documents the engine returns from these weighed chunks at this scale and threshold."""
-    scores = [scale.relevance(Evidence(cosine, coverage)) for _, cosine, coverage in hits]
+    scores = [scale.relevance(Evidence(c, v, s)) for _, c, v, s in hits]
     kept = [hit[0] for hit, ok in zip(hits, rule(scores, threshold), strict=True) if ok]
     return document_ranking(kept[:TOP_K])
 
@@ -296,7 +297,7 @@ _pairs: dict[tuple[Any, ...], tuple[int, list[tuple[float, float]]]] = {}
 def pair(
     label: str,
     target: str,
-    per_query: dict[str, list[tuple[str, float | None, float]]],
+    per_query: dict[str, list[Hit]],
     scale: Scale,
     threshold: float,
     rule: Rule,

@@ -1,7 +1,10 @@
 -- Absolute relevance evidence for fused chunks (cari.search.relevance): the cosine similarity
--- of each chunk to the query vector (NULL without one) and the query's term coverage, the share
+-- of each chunk to the query vector (NULL without one); the query's term coverage, the share
 -- of the query's lexemes (each weighted by its BM25 idf and, as keyword search weighs it, by how
--- often the query says it: `bm25_k3`) that the chunk holds. The query's lexemes in each
+-- often the query says it: `bm25_k3`) that the chunk holds; and the specificity of what it
+-- holds: the held lexemes' idf counted over the chunks other than one holding each (`rarity`:
+-- a word only this chunk holds weighs as a word of no chunk) less ln(N), so that words most
+-- chunks hold score below 0, a word one chunk holds ln 2. The query's lexemes in each
 -- language of the collection are parameters, as keyword search read them (query_lexemes.sql:
 -- stop words dropped), and a chunk is measured in its own: an English document in an
 -- Indonesian collection is matched on English stems. A query word the
@@ -29,6 +32,9 @@ WITH total AS (
     SELECT w.language::regconfig AS language, w.lexeme, w.grp, w.alt,
            ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) * bm25_query_weight(w.qtf, k.bm25_k3)
                * w.factor AS weight,
+           -- the same weight of the chunks other than one holding the word (`specificity`)
+           ln(1 + (t.n - greatest(d.df, 1) + 1.5) / (greatest(d.df, 1) - 0.5))
+               * bm25_query_weight(w.qtf, k.bm25_k3) * w.factor AS rarity,
            ('''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery
                AS probe
     FROM unnest(%(languages)s::oid[], %(lexemes)s::text[], %(qtfs)s::integer[],
@@ -50,23 +56,29 @@ WITH total AS (
 SELECT c.id,
        CASE WHEN vector_dims(c.embedding) = vector_dims(%(vector)s::vector)
             THEN 1 - (c.embedding <=> %(vector)s::vector) END AS cosine,
-       coalesce((
-           SELECT sum(u.own * u.share) / nullif(sum(u.own), 0)
+       h.coverage,
+       h.rarity - ln(greatest(total.n, 1)) AS specificity
+FROM chunks AS c
+CROSS JOIN total
+CROSS JOIN LATERAL (SELECT strip(c.tsv) AS lexemes OFFSET 0) AS x
+CROSS JOIN LATERAL (
+           SELECT coalesce(sum(u.own * u.share) / nullif(sum(u.own), 0), 0) AS coverage,
+                  coalesce(sum(u.rarity), 0) AS rarity
            FROM (  -- a lexeme, or a fired rule: what the query's own term weighs, best share
                SELECT sum(a.total) FILTER (WHERE a.alt = 0) AS own,
-                      max(a.held / a.total) AS share
+                      max(a.held / a.total) AS share, max(a.rarity) AS rarity
                FROM (
                    SELECT coalesce(t.grp::text, t.lexeme) AS unit, coalesce(t.alt, 0) AS alt,
                           sum(t.weight) AS total,
                           coalesce(sum(t.weight) FILTER (
-                              WHERE x.lexemes @@ t.probe), 0) AS held
+                              WHERE x.lexemes @@ t.probe), 0) AS held,
+                          coalesce(sum(t.rarity) FILTER (
+                              WHERE x.lexemes @@ t.probe), 0) AS rarity
                    FROM terms AS t
                    WHERE t.language = c.language
                    GROUP BY 1, 2
                ) AS a
                GROUP BY a.unit
            ) AS u
-       ), 0) AS coverage
-FROM chunks AS c
-CROSS JOIN LATERAL (SELECT strip(c.tsv) AS lexemes OFFSET 0) AS x
+) AS h
 WHERE c.id = ANY (%(ids)s);

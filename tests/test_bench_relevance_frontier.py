@@ -23,11 +23,19 @@ from bench.relevance_frontier import (
 from cari.search import fit
 from cari.search.relevance import Scale
 
+RARE = 50.0  # specificity: words no other chunk would hold by chance
+
 
 def question(label: str, on_topic: bool, cosine: float, baseline: float) -> Question:
     target = label.split("/")[0]
     return Question(
-        label, target, on_topic, np.array([cosine, 0.70]), np.array([0.0, 0.0]), baseline
+        label,
+        target,
+        on_topic,
+        np.array([cosine, 0.70]),
+        np.array([0.0, 0.0]),
+        np.array([RARE, RARE]),
+        baseline,
     )
 
 
@@ -40,7 +48,9 @@ def test_an_answer_is_refused_only_when_no_chunk_reaches_the_threshold() -> None
     assert not refused(question("cisi/test", True, 0.85, 0.0), scale, Reading())
     assert refused(question("cisi/test", True, 0.84, 0.0), scale, Reading())
     # A chunk holding nearly all of the question's words is enough alone.
-    worded = Question("cisi/test", "cisi", True, np.array([0.5]), np.array([0.95]), 0.0)
+    worded = Question(
+        "cisi/test", "cisi", True, np.array([0.5]), np.array([0.95]), np.array([RARE]), 0.0
+    )
     assert not refused(worded, scale, Reading())
 
 
@@ -73,10 +83,14 @@ def test_a_fitted_scale_is_placed_on_probes_shifted_as_the_questions_are() -> No
 
 def test_coverage_read_with_the_cosine_lifts_a_chunk_that_holds_the_words() -> None:
     scale = Scale(0.80, 0.98)  # relevance 0.25 at 0.845
-    holding = Question("cacm/test", "cacm", True, np.array([0.84]), np.array([0.5]), 0.0)
+    holding = Question(
+        "cacm/test", "cacm", True, np.array([0.84]), np.array([0.5]), np.array([RARE]), 0.0
+    )
     assert refused(holding, scale, Reading())
     assert not refused(holding, scale, Reading(lift=0.1 / 0.18))  # 0.84 + 0.05
-    bare = Question("cacm/test", "cacm", True, np.array([0.84]), np.array([0.0]), 0.0)
+    bare = Question(
+        "cacm/test", "cacm", True, np.array([0.84]), np.array([0.0]), np.array([RARE]), 0.0
+    )
     assert refused(bare, scale, Reading(lift=0.1 / 0.18))
 
 
@@ -85,10 +99,24 @@ def test_each_joint_floor_refuses_as_many_off_topic_tuning_questions_as_the_raw_
     refuses none at the configured floor 0.80 (cut at 0.845), so every weight's floor is the
     configured one, and an on-topic question lifted by its coverage is no longer refused."""
     found = [
-        Question("cisi/test", "cranfield", False, np.array([0.85]), np.array([0.5]), 0.0),
-        Question("cacm/test", "cacm", True, np.array([0.84]), np.array([0.5]), 0.0),
-        Question("cisi/test", "cisi", True, np.array([0.90]), np.array([0.9]), 0.0),
-        Question("cacm/test", "cisi", False, np.array([0.70]), np.array([0.0]), 0.0),
+        Question(
+            "cisi/test",
+            "cranfield",
+            False,
+            np.array([0.85]),
+            np.array([0.5]),
+            np.array([RARE]),
+            0.0,
+        ),
+        Question(
+            "cacm/test", "cacm", True, np.array([0.84]), np.array([0.5]), np.array([RARE]), 0.0
+        ),
+        Question(
+            "cisi/test", "cisi", True, np.array([0.90]), np.array([0.9]), np.array([RARE]), 0.0
+        ),
+        Question(
+            "cacm/test", "cisi", False, np.array([0.70]), np.array([0.0]), np.array([RARE]), 0.0
+        ),
     ]
     report = joint_scale(found, 0.80, 0.18)
     assert report["raw"]["rates"]["cacm/test"]["on_topic_refused"] == 1.0
@@ -105,14 +133,44 @@ def test_the_coverage_reading_is_centred_where_every_size_refuses_as_many_off_to
     0.87 holding none is refused by every lift but 0.25, which is chosen."""
     scale = Scale(0.80, 0.98)
     full = [
-        Question("cisi/test", "cranfield", False, np.array([0.835]), np.array([0.5]), 0.0),
-        Question("cisi/test", "cisi", True, np.array([0.95]), np.array([0.9]), 0.0),
-        Question("cranfield/test", "cranfield", True, np.array([0.87]), np.array([0.0]), 0.0),
-        Question("cacm/test", "cacm", True, np.array([0.84]), np.array([0.6]), 0.0),
+        Question(
+            "cisi/test",
+            "cranfield",
+            False,
+            np.array([0.835]),
+            np.array([0.5]),
+            np.array([RARE]),
+            0.0,
+        ),
+        Question(
+            "cisi/test", "cisi", True, np.array([0.95]), np.array([0.9]), np.array([RARE]), 0.0
+        ),
+        Question(
+            "cranfield/test",
+            "cranfield",
+            True,
+            np.array([0.87]),
+            np.array([0.0]),
+            np.array([RARE]),
+            0.0,
+        ),
+        Question(
+            "cacm/test", "cacm", True, np.array([0.84]), np.array([0.6]), np.array([RARE]), 0.0
+        ),
     ]
     small = [
-        Question("cisi/test", "cranfield", False, np.array([0.835]), np.array([0.6]), 0.0),
-        Question("cisi/test", "cisi", True, np.array([0.95]), np.array([0.9]), 0.0),
+        Question(
+            "cisi/test",
+            "cranfield",
+            False,
+            np.array([0.835]),
+            np.array([0.6]),
+            np.array([RARE]),
+            0.0,
+        ),
+        Question(
+            "cisi/test", "cisi", True, np.array([0.95]), np.array([0.9]), np.array([RARE]), 0.0
+        ),
     ]
     scales = {"cisi": scale, "cranfield": scale, "cacm": scale}
     report = joint_fitted([Size("full", full, scales), Size("small", small, scales)])

@@ -23,6 +23,7 @@ from tests.fake_openai import FakeOpenAI
 SCALE = Scale(cosine_floor=0.8, cosine_ceiling=0.98)
 CENTRE = COVERAGE_CENTRE  # the coverage at which the cosine is read as it is
 LIFT = COVERAGE_LIFT * 0.18  # the cosine read higher per unit of coverage on SCALE
+RARE = 50.0  # specificity: words that no other chunk would hold by chance
 
 
 @pytest.mark.parametrize(
@@ -43,38 +44,45 @@ LIFT = COVERAGE_LIFT * 0.18  # the cosine read higher per unit of coverage on SC
     ],
 )
 def test_scale(cosine: float | None, coverage: float, expected: float) -> None:
-    assert SCALE.relevance(Evidence(cosine, coverage)) == pytest.approx(expected, abs=1e-9)
+    assert SCALE.relevance(Evidence(cosine, coverage, RARE)) == pytest.approx(expected, abs=1e-9)
 
 
 def test_the_cosine_is_read_with_the_word_coverage_beside_it() -> None:
     """More of the question's words never lower a chunk's relevance, and they count below the
     lexical curve's reach: a short record holding half of them reads as a closer passage."""
     coverages = [i / 100 for i in range(101)]
-    dense = [SCALE.dense(Evidence(0.84, c)) for c in coverages]
+    dense = [SCALE.dense(Evidence(0.84, c, RARE)) for c in coverages]
     assert all(a < b for a, b in pairwise(dense))
-    half = SCALE.relevance(Evidence(0.84, 0.5))
-    assert SCALE.relevance(Evidence(0.84, 0.0)) < 0.25 < half  # lexical alone: 0.04
-    assert SCALE.relevance(Evidence(0.84, 0.5), lift=0.0) < 0.25  # the cosine alone refused it
-    assert SCALE.dense(Evidence(None, 1.0)) == 0.0  # keyword mode: no cosine to read
+    half = SCALE.relevance(Evidence(0.84, 0.5, RARE))
+    assert SCALE.relevance(Evidence(0.84, 0.0, RARE)) < 0.25 < half  # lexical alone: 0.04
+    assert (
+        SCALE.relevance(Evidence(0.84, 0.5, RARE), lift=0.0) < 0.25
+    )  # the cosine alone refused it
+    assert SCALE.dense(Evidence(None, 1.0, RARE)) == 0.0  # keyword mode: no cosine to read
 
 
 def test_no_evidence_is_a_gate_every_piece_counts_smoothly() -> None:
     """Coverage 0.59 was under the 0.6 floor, so relevance 0, however many of the question's
     words the chunk held; a cosine under the floor was 0 too. Now both only lower it, and more
     evidence never lowers it."""
-    assert SCALE.relevance(Evidence(None, 0.59)) == pytest.approx(0.0905, abs=1e-4)
-    assert 0 < SCALE.relevance(Evidence(0.5, 0.0)) < SCALE.relevance(Evidence(0.79, 0.0)) < 0.1
+    assert SCALE.relevance(Evidence(None, 0.59, RARE)) == pytest.approx(0.0905, abs=1e-4)
+    assert (
+        0
+        < SCALE.relevance(Evidence(0.5, 0.0, RARE))
+        < SCALE.relevance(Evidence(0.79, 0.0, RARE))
+        < 0.1
+    )
     coverages = [i / 100 for i in range(101)]
-    lexical = [SCALE.relevance(Evidence(None, c)) for c in coverages]
+    lexical = [SCALE.relevance(Evidence(None, c, RARE)) for c in coverages]
     assert all(0 < a < b < 1 for a, b in pairwise(lexical))
     cosines = [0.6 + i / 250 for i in range(101)]
-    dense = [SCALE.relevance(Evidence(c, 0.0)) for c in cosines]
+    dense = [SCALE.relevance(Evidence(c, 0.0, RARE)) for c in cosines]
     assert all(a < b for a, b in pairwise(dense))
     # Neighbouring evidence gives neighbouring relevance: no step anywhere.
     assert max(b - a for a, b in pairwise(lexical)) < 0.03
     # Either piece of evidence alone may make a chunk relevant; both never make it less so.
-    assert SCALE.relevance(Evidence(0.845, 0.7)) >= 0.25
-    at_quarter = Evidence(0.845 - LIFT * (0.7 - CENTRE), 0.7)  # each curve reads 0.25
+    assert SCALE.relevance(Evidence(0.845, 0.7, RARE)) >= 0.25
+    at_quarter = Evidence(0.845 - LIFT * (0.7 - CENTRE), 0.7, RARE)  # each curve reads 0.25
     assert SCALE.relevance(at_quarter, "either") == pytest.approx(1 - 0.75 * 0.75)
 
 
@@ -182,7 +190,7 @@ def test_search_ranks_and_answers_refuse(dsn: str) -> None:
         (held,) = worded["sub_queries"][0]["kept"]
         shown = worded["relevance_scale"]
         scale = Scale(shown["cosine_floor"], shown["cosine_ceiling"])
-        read = Evidence(held["cosine"], held["coverage"])
+        read = Evidence(held["cosine"], held["coverage"], held["specificity"])
         assert held["coverage"] == 1.0
         assert held["dense"] == pytest.approx(scale.dense(read), abs=1e-3)
         assert held["dense"] > scale.dense(read, lift=0.0) + 0.05
@@ -298,3 +306,39 @@ def test_openapi_shows_the_band_and_the_search_threshold(dsn: str, fake: FakeOpe
     assert result["properties"]["band"]["enum"] == ["strong", "moderate", "weak"]
     created = schemas["CollectionCreate"]["properties"]["search_threshold"]
     assert "null" in str(created) and "top k ranked" in str(created)
+
+
+def test_words_that_many_chunks_hold_are_not_strong_evidence(dsn: str, fake: FakeOpenAI) -> None:
+    """Issue 62's seventh finding: "how do I back up the database?" on the docs showed all five
+    results `0.9 strong`, a chunk about pool metrics among them: each held both words, and the
+    coverage curve read only the share of the question's words held, not how common they are.
+    Words every chunk holds now read weak; a word only one chunk holds still reads strong."""
+    documents = [
+        {
+            "id": f"topic-{i}",
+            "text": f"Notes on topic {i}: the database comes back after a restart.",
+        }
+        for i in range(24)
+    ]
+    documents.append({"id": "dump", "text": "Run cari db dump to back up the database."})
+    with app_client(dsn, fake) as client:
+        client.post("/v1/collections", json={"name": "c", "language": "english"})
+        client.post("/v1/collections/c/documents", json={"documents": documents})
+
+        def weighed(question: str) -> dict[str, dict[str, Any]]:
+            body = {"query": question, "mode": "keyword", "explain": True, "top_k": 10}
+            found = client.post("/v1/collections/c/search", json=body).json()
+            kept = {k["id"]: k for k in found["explain"]["sub_queries"][0]["kept"]}
+            return {r["document_id"]: kept[r["id"]] for r in found["results"]}
+
+        common = weighed("how do I back up the database?")
+        rare = weighed("dump")
+    assert len(common) == 10  # top_k of the 25, each holding both words
+    for found in common.values():
+        assert found["coverage"] == 1.0  # every chunk holds both words ...
+        assert found["specificity"] < 0  # ... as more than one would by chance
+        assert found["relevance"] == found["lexical"] < 0.3
+        assert found["band"] == "weak"
+    (held,) = rare.values()
+    assert held["coverage"] == 1.0 and held["specificity"] > 0
+    assert held["relevance"] > 0.5 and held["band"] == "strong"

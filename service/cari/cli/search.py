@@ -211,12 +211,13 @@ def _print_explain(explain: dict[str, Any]) -> None:
     parts = explain.get("sub_queries", [])
     for part in parts:
         chunks = Table(title=f"sub-query: {part['query']}")
-        for column in ("id", "relevance", "cosine", "dense", "coverage", "outcome"):
+        shown = ("relevance", "cosine", "dense", "coverage", "specificity", "lexical")
+        for column in ("id", *shown, "outcome"):
             chunks.add_column(column, overflow="fold")
         weighed = [(c, "kept") for c in part["kept"]]
         weighed += [(c, f"dropped: {c['reason']}") for c in part["dropped"]]
         for chunk, outcome in weighed:
-            evidence = [_plain(chunk[k]) for k in ("relevance", "cosine", "dense", "coverage")]
+            evidence = [_plain(chunk[k]) for k in shown]
             chunks.add_row(chunk["id"], *evidence, outcome)
         console.print(chunks)
         keys = ["candidates", "keyword_postings_read", "query_vector_cached", "routes"]

@@ -129,6 +129,7 @@ class WeighedChunk(msgspec.Struct):
     cosine: float | None
     dense: float
     coverage: float
+    specificity: float
     lexical: float
 
 

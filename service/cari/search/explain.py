@@ -87,7 +87,8 @@ def _part(part: Part, plan: Plan, default_scale: relevance.Scale) -> SubQueryExp
             "cosine": None if found.cosine is None else round(found.cosine, 4),
             "dense": round(scale.dense(found), 4),
             "coverage": round(found.coverage, 4),
-            "lexical": round(relevance.lexical(found.coverage), 4),
+            "specificity": round(found.specificity, 4),
+            "lexical": round(relevance.lexical(found), 4),
         }
 
     threshold = plan.threshold or 0.0  # no threshold drops nothing

@@ -27,6 +27,13 @@ never a rule that zeroes it:
   through), holding nearly all of the query's rare words is not; an exact identifier the
   embedder has never seen (a SKU) is relevant wherever it occurs. A chunk holding most of the
   question's words is never relevance 0 (coverage 0.59: 0.09; it was cut to 0 below 0.6).
+  Coverage is a share, blind to how common the words are: every chunk of a handbook holding
+  "back" and "database" read strong for "how do I back up the database?". So coverage counts
+  only as far as the words are specific (`specific`), in both curves: how unlikely it is that
+  the chunk holds them by chance, their summed idf over the chunks other than one holding
+  each, less the log of the collection's size (-ln of the other chunks expected to hold them
+  all, were words independent). A word only this chunk holds reads 0.52; words most chunks
+  hold, weak, and they no longer lift the cosine.
 
 A chunk's relevance is the larger of the two (`COMBINE`; `bench.threshold` measured it
 against their probabilistic sum). Its band (`band`): 0.5 and above, strong; 0.3 and above,
@@ -65,6 +72,14 @@ STRONG = 0.5  # relevance from which a result is a strong match
 MODERATE = 0.3  # ... a moderate one; below, weak
 COVERAGE_QUARTER = 0.7  # term coverage at relevance 0.25 (the default threshold)
 COVERAGE_HALF = 0.8  # term coverage at relevance 0.5
+# How much of its coverage counts (`specific`): relevance 0.25 where ~20 other chunks would hold
+# the chunk's words by chance (specificity -3), 0.5 where ~0.6 would (a word only the chunk
+# holds reads 0.52). The steepest curve with which the tuning sets' answers refuse no more
+# on-topic and no fewer off-topic questions, in the same run (docs/benchmarks.md, "Specificity:
+# words that many chunks hold"): of chunks holding 80 % or more of a question's words, 17 % are
+# relevant where fewer than one other chunk would hold them, 50-67 % from specificity 4 up.
+SPECIFICITY_QUARTER = -3.0
+SPECIFICITY_HALF = 0.5
 # Chosen by `python -m bench.relevance_frontier --joint --fitted` on the tuning sets, in full and
 # in small collections at once (docs/benchmarks.md, "The cosine read with the word coverage").
 COVERAGE_LIFT = 0.5  # share of the scale's width the cosine is read higher per unit of coverage
@@ -78,6 +93,9 @@ ANSWER_SUPPORT = 1.0  # an answer's: chosen by `bench.search_ranks --companions`
 class Evidence:
     cosine: float | None  # None when the query was not embedded (keyword mode)
     coverage: float
+    # How unlikely the chunk holds the words it holds by chance: their summed idf less the log
+    # of the collection's size, -ln(chunks expected to hold them all were words independent).
+    specificity: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +106,13 @@ class Scale:
     def dense(
         self, evidence: Evidence, lift: float = COVERAGE_LIFT, centre: float = COVERAGE_CENTRE
     ) -> float:
-        """Relevance from the cosine, read with the word coverage beside it."""
+        """Relevance from the cosine, read with the word coverage beside it (as far as the
+        words are specific)."""
         if evidence.cosine is None:
             return 0.0
         width = self.cosine_ceiling - self.cosine_floor
-        read = evidence.cosine + lift * width * (evidence.coverage - centre)
+        counted = min(evidence.coverage, specific(evidence))
+        read = evidence.cosine + lift * width * (counted - centre)
         return curve(read, self.cosine_floor + width / 4, self.cosine_floor + width / 2)
 
     def relevance(
@@ -103,15 +123,21 @@ class Scale:
         centre: float = COVERAGE_CENTRE,
     ) -> float:
         dense = self.dense(evidence, lift, centre)
-        words = lexical(evidence.coverage)
+        words = lexical(evidence)
         if combine == "either":  # the probability that either says relevant
             return 1 - (1 - dense) * (1 - words)
         return max(dense, words)
 
 
-def lexical(coverage: float) -> float:
-    """Relevance from term coverage alone."""
-    return curve(coverage, COVERAGE_QUARTER, COVERAGE_HALF)
+def lexical(evidence: Evidence) -> float:
+    """Relevance from the words alone: the coverage's curve, as far as the words are specific."""
+    return min(curve(evidence.coverage, COVERAGE_QUARTER, COVERAGE_HALF), specific(evidence))
+
+
+def specific(evidence: Evidence) -> float:
+    """How far the chunk's words are evidence at all: 0 to 1, low where many other chunks would
+    hold them by chance."""
+    return curve(evidence.specificity, SPECIFICITY_QUARTER, SPECIFICITY_HALF)
 
 
 def curve(value: float, quarter: float, half: float) -> float:
@@ -162,6 +188,8 @@ async def evidence(
         },
     )
     return {
-        int(chunk_id): Evidence(None if cosine is None else float(cosine), float(coverage))
-        for chunk_id, cosine, coverage in await cur.fetchall()
+        int(chunk_id): Evidence(
+            None if cosine is None else float(cosine), float(coverage), float(specificity)
+        )
+        for chunk_id, cosine, coverage, specificity in await cur.fetchall()
     }
