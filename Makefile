@@ -15,14 +15,12 @@ test: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" scripts/test
 
 lint: install
-	$(BIN)/ruff check service tests alembic
-	$(BIN)/ruff format --check service tests alembic
-	$(BIN)/mypy
+	PATH="$(CURDIR)/$(BIN):$$PATH" scripts/lint
 
 fix: install
 	$(BIN)/python scripts/sync_client.py
-	$(BIN)/ruff check --fix service tests alembic
-	$(BIN)/ruff format service tests alembic
+	$(BIN)/ruff check --fix service tests alembic bench
+	$(BIN)/ruff format service tests alembic bench
 
 serve: install
 	$(BIN)/cari serve
