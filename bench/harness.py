@@ -207,6 +207,21 @@ def resampled_means(values: Sequence[float], rounds: int, rng: np.random.Generat
     return array[rng.integers(0, len(array), (rounds, len(array)))].mean(axis=1)
 
 
+# -- text ---------------------------------------------------------------------------------------
+
+# PostgreSQL's english.stop (the 127 words `english` drops), as in the file.
+_ENGLISH_STOP_TEXT = (
+    "i me my myself we our ours ourselves you your yours yourself yourselves he him his himself "
+    "she her hers herself it its itself they them their theirs themselves what which who whom "
+    "this that these those am is are was were be been being have has had having do does did "
+    "doing a an the and but if or because as until while of at by for with about against between "
+    "into through during before after above below to from up down in out on off over under "
+    "again further then once here there when where why how all any both each few more most "
+    "other some such no nor not only own same so than too very s t can will just don should now"
+)
+ENGLISH_STOP_WORDS = tuple(_ENGLISH_STOP_TEXT.split())
+
+
 # -- the machine --------------------------------------------------------------------------------
 
 

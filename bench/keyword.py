@@ -91,7 +91,7 @@ import Stemmer
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from bench import harness
+from bench import harness, keyword_peer
 from bench import search as search_bench
 from bench.harness import dsn_of, fresh_runtime, timed
 from cari.db.queries import query
@@ -111,25 +111,14 @@ CHUNKS_PER_DOCUMENT = 10
 MAX_QUERY_WORDS = 8
 COMMON_RANKS = 50
 
-# PostgreSQL's english.stop (the 127 words `english` drops), as in the file.
-_ENGLISH_STOP_TEXT = (
-    "i me my myself we our ours ourselves you your yours yourself yourselves he him his himself "
-    "she her hers herself it its itself they them their theirs themselves what which who whom "
-    "this that these those am is are was were be been being have has had having do does did "
-    "doing a an the and but if or because as until while of at by for with about against between "
-    "into through during before after above below to from up down in out on off over under "
-    "again further then once here there when where why how all any both each few more most "
-    "other some such no nor not only own same so than too very s t can will just don should now"
-)
-_ENGLISH_STOP = _ENGLISH_STOP_TEXT.split()
 # The vocabulary's first ranks: these first, roughly by English frequency, then the rest.
 _FREQUENT_FIRST_TEXT = (
     "the of and to a in is that for it as was with be by on not he i this are or his from at "
     "which but have an they you were her she there been their all if has will so no more when "
     "who can we what him about them its into than only other some then do any these"
 )
-STOP_WORDS = list(dict.fromkeys([*_FREQUENT_FIRST_TEXT.split(), *_ENGLISH_STOP]))
-assert len(STOP_WORDS) == len(_ENGLISH_STOP) == 127
+STOP_WORDS = list(dict.fromkeys([*_FREQUENT_FIRST_TEXT.split(), *harness.ENGLISH_STOP_WORDS]))
+assert len(STOP_WORDS) == len(harness.ENGLISH_STOP_WORDS) == 127
 PSEUDO_WORDS = 200_000
 SHORT_WORDS = 10_000  # the most frequent pseudo-words have two syllables, the rest three
 ZIPF_EXPONENT = 1.07
@@ -236,14 +225,6 @@ class CorpusReport:
     engine: str
     planning: list[str]  # how the server planned each statement while measuring
     peer: list[str]  # the bm25s peer's report lines (--peer)
-
-
-def load_average() -> tuple[float, float, float]:
-    return os.getloadavg()
-
-
-def _load(avg: tuple[float, float, float]) -> str:
-    return f"{avg[0]:.2f} {avg[1]:.2f} {avg[2]:.2f}"
 
 
 # Corpora ------------------------------------------------------------------------------------
@@ -370,7 +351,7 @@ async def copy_rows(
             folds.append(await fold(conn, collection_id))
             print(
                 f"  loaded {done:,} chunks: COPY {copying:.0f} s, fold {folds[-1]:.1f} s "
-                f"(load {_load(load_average())})",
+                f"(load {harness.load_average()})",
                 flush=True,
             )
     return copying
@@ -623,7 +604,7 @@ async def measure(rankers: Rankers, report: KindReport, measured: Sequence[str])
                     report.results[ranker].append(len(value))
                 report.top[ranker].append(_top(value))
     for ranker in measured:
-        report.load[ranker] = load_average()
+        report.load[ranker] = os.getloadavg()
 
 
 def same_top(a: list[tuple[int, float]], b: list[tuple[int, float]]) -> bool:
@@ -803,8 +784,6 @@ async def peer_report(
     conn: AConn, corpus: Corpus, language: str, kinds: dict[str, KindReport]
 ) -> list[str]:
     """The bm25s peer on the same corpus and queries, against the extension's figures."""
-    from bench import keyword_peer
-
     return await keyword_peer.compare(
         conn,
         corpus,
@@ -940,7 +919,7 @@ def format_kind(name: str, kind: str, k: KindReport) -> list[str]:
         ratio = " ".join(f"{x:7.3f}" for x in p / base) if base is not None else f"{'-':>23}"
         out.append(
             f"  {ranker:<16} {p[0]:8.2f} {p[1]:8.2f} {p[2]:8.2f}   {ratio}   "
-            f"{np.mean(k.results[ranker]):7.1f}   {_load(k.load[ranker])}"
+            f"{np.mean(k.results[ranker]):7.1f}   {' '.join(f'{x:.2f}' for x in k.load[ranker])}"
         )
     read = np.array(k.read)
     out.append(
@@ -999,7 +978,7 @@ async def run(args: argparse.Namespace, corpora: list[str]) -> None:
         corpus = build_corpus(name, args.chunks, args.queries, args.seed)
         print(
             f"{name}: built {len(corpus.rows):,} chunks in {time.perf_counter() - started:.1f} s "
-            f"(load {_load(load_average())})",
+            f"(load {harness.load_average()})",
             flush=True,
         )
         database = f"cari_bench_keyword_{name}_{args.language}"
@@ -1037,7 +1016,7 @@ async def run(args: argparse.Namespace, corpora: list[str]) -> None:
     print("targets (issue 38), the extension's engine:")
     print("\n".join(format_targets(reports)))
     print()
-    print(f"total runtime {time.perf_counter() - began:.0f} s, load {_load(load_average())}")
+    print(f"total runtime {time.perf_counter() - began:.0f} s, load {harness.load_average()}")
 
 
 def main() -> None:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from bench.harness import ENGLISH_STOP_WORDS, load_average
 from bench.reference import QUERY_TERMS
 
 K1 = 1.2
@@ -156,15 +157,14 @@ async def compare(
 ) -> list[str]:
     """Build the peer, time it on each kind's queries, compare its top 10 with Cari's (`cari`:
     kind -> queries, Cari's top TOP per query, Cari's ms per query, measured before)."""
-    # bench.keyword's STOP_WORDS are PostgreSQL's english.stop.
-    from bench.keyword import STOP_WORDS, load_average
-
     if corpus.name != "zipf":
         return ["bm25s peer: only on zipf (its lexemes are computed without the database)"]
     numba_threads = os.environ.get("NUMBA_NUM_THREADS", "unset")
     cur = await conn.execute("SELECT id FROM chunks ORDER BY id")
     chunk_ids = np.array([int(r[0]) for r in await cur.fetchall()], dtype=np.int64)
-    peer = Peer(corpus.documents, corpus.rows, set(STOP_WORDS) if language == "english" else set())
+    peer = Peer(
+        corpus.documents, corpus.rows, set(ENGLISH_STOP_WORDS) if language == "english" else set()
+    )
     out = [
         "",
         f"-- bm25s peer (bm25s numba backend, float32, k={K}, n_threads=1, NUMBA_NUM_THREADS="
@@ -197,6 +197,5 @@ async def compare(
             f"          {same_scores:>4} of {len(asked)}"
             f"   ({len(texts) - len(asked)} without a known lexeme left out)"
         )
-    la = load_average()
-    out.append(f"  load after the peer: {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}")
+    out.append(f"  load after the peer: {load_average()}")
     return out
