@@ -59,7 +59,9 @@ def test_fast_embedder_answers_the_vectors_of_the_texts() -> None:
         httpx.post(url, json={"input": ["x"], "model": "m"})
 
 
-def test_every_stage_stores_the_same_rows(server_url: str, clean_env: dict[str, str]) -> None:
+def test_every_stage_stores_the_same_rows(
+    server_url: str, clean_env: dict[str, str], bench_databases: None
+) -> None:
     records = ingest_path.make_records(RECORDS, [TINY], words_per_record=60)
     prefix = "t_bench_ingest_path"
     with ingest_path.fast_embedder() as env:
