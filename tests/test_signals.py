@@ -1,6 +1,7 @@
 import pytest
 
-from cari.search.signals import ExactToken, Signal, detect
+from cari.schema.search import ExactToken
+from cari.search.signals import Signal, detect
 
 FOUND = [
     # SKUs and product codes

@@ -19,8 +19,9 @@ from cari.limits import (
     Weight,
 )
 
-Kind = Literal["chunk", "catalog", "financing"]
+ResultKind = Literal["chunk", "catalog", "financing"]
 SignalName = Literal["exact_token", "general"]
+TokenKind = Literal["sku", "error_code", "uuid", "hex_id", "version"]
 
 
 class SearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -52,7 +53,7 @@ class SearchResult(msgspec.Struct, kw_only=True):
     """A source: a document chunk, a catalog item, or installments computed for a product."""
 
     id: str  # "chunk:<id>", "catalog:<sku>", "financing:<sku>": what an answer cites
-    kind: Kind
+    kind: ResultKind
     title: str
     content: str
     metadata: dict[str, Any]
@@ -83,9 +84,11 @@ class SearchResponse(msgspec.Struct):
 # -- explain: how a search found its results (`explain: true`) ------------------------------
 
 
-class ExactToken(msgspec.Struct):
-    text: str
-    kind: str  # sku, error_code, id, version, ...
+class ExactToken(msgspec.Struct, frozen=True):
+    """A token of the query to be matched exactly (`cari.search.signals`)."""
+
+    text: str  # as it appears in the query
+    kind: TokenKind
 
 
 class ExactTokens(msgspec.Struct):

@@ -11,7 +11,6 @@ from cari.schema.search import (
     DecompositionExplain,
     DroppedChunk,
     EfSearchExplain,
-    ExactToken,
     ExactTokens,
     Explain,
     ScaleExplain,
@@ -44,9 +43,7 @@ def explain(
     first = parts[0]
     embedded = [p for p in parts if p.vector is not None]
     scale = first.scale or default_scale
-    signal = ExactTokens(
-        name=exact.name, exact_tokens=[ExactToken(t.text, t.kind) for t in exact.exact_tokens]
-    )
+    signal = ExactTokens(name=exact.name, exact_tokens=list(exact.exact_tokens))
     return Explain(
         served_by=served_by,  # primary, or the replica (cari.db.replicas)
         mode=plan.mode,

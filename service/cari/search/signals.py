@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["sku", "error_code", "uuid", "hex_id", "version"]
+from cari.schema.search import ExactToken, TokenKind
 
 # Whole runs, so that no part of a longer word is taken for a token; trimmed of punctuation.
 _TOKEN = re.compile(r"[\w.\-]+")
@@ -40,12 +40,6 @@ _VERSION_CUES = frozenset({"version", "versi", "ver", "release", "rilis"})
 _NOT_VERSION = re.compile(r"\d{1,3}(?:\.\d{3})+|\d{1,2}\.\d{1,2}\.(?:19|20)\d{2}")
 _SKU = re.compile(r"[A-Z0-9]+(?:-[A-Z0-9]+)*")
 _NOT_SKU = re.compile(r"(?:RP|IDR|USD)?\d+[A-Z]{0,3}|KE-\d+|\d+-AN")
-
-
-@dataclass(frozen=True, slots=True)
-class ExactToken:
-    text: str  # as it appears in the query
-    kind: Kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +65,7 @@ def detect(query: str) -> Signal:
     return Signal(tuple(found.values()))
 
 
-def _kind(token: str, previous: str) -> Kind | None:
+def _kind(token: str, previous: str) -> TokenKind | None:
     if _UUID.fullmatch(token):
         return "uuid"
     if _ERROR_CODE.fullmatch(token) or token in _ERRNO_NAMES:
