@@ -22,6 +22,7 @@ from cari.ingest import store
 from cari.ingest.chunking import NewChunk
 from cari.ingest.formats import Section
 from cari.ingest.store import (
+    EVERY_DOCUMENT,
     CollectionRef,
     NewDocument,
     PreparedDocument,
@@ -366,7 +367,7 @@ def test_statistics_stay_exact_under_concurrent_writers(dsn: str) -> None:
                 await write_documents(conn, ref, docs)
                 if step % 5 == 4:
                     try:
-                        await delete_document(conn, ref, f"d{local.randrange(60)}")
+                        await delete_document(conn, ref, f"d{local.randrange(60)}", EVERY_DOCUMENT)
                     except Exception as exc:  # someone else deleted it first
                         assert "does not exist" in str(exc)
                 if seed == 3 and step == 12:

@@ -31,6 +31,7 @@ from cari import collection, synonyms
 from cari.db import keyword_engine, migrations
 from cari.db.queries import query
 from cari.ingest.store import (
+    EVERY_DOCUMENT,
     CollectionRef,
     clear_documents,
     collection_ref,
@@ -227,7 +228,7 @@ def test_the_extension_equals_the_sql_statement_in_every_state(ext_dsn: str) -> 
             fresh = [prepared(f"n{i}", *corpus(700 + i, 1)[0][1:]) for i in range(30)]
             await write_documents(conn, ref, changed + fresh, compact=False)
             for i in range(3, 400, 11):
-                await delete_document(conn, ref, f"d{i}")
+                await delete_document(conn, ref, f"d{i}", EVERY_DOCUMENT)
             await compare(conn, oracle, ref, "folded, then written")
             await fold(conn, ref)
             await compare(conn, oracle, ref, "folded again")
@@ -311,7 +312,7 @@ def test_concurrent_writers_and_folds_stay_exact(ext_dsn: str) -> None:
                 await write_documents(conn, ref, docs, compact=False)
                 if step % 4 == 3:
                     try:
-                        await delete_document(conn, ref, f"d{local.randrange(80)}")
+                        await delete_document(conn, ref, f"d{local.randrange(80)}", EVERY_DOCUMENT)
                     except Exception as exc:  # someone else deleted it first
                         assert "does not exist" in str(exc)
 
@@ -359,7 +360,7 @@ def test_choosing_the_sql_engine_unfolds_the_blocks(ext_dsn: str) -> None:
             ref = await collection_ref(conn, "c")
             await write_documents(conn, ref, [prepared(*d) for d in docs], compact=False)
             await fold(conn, ref)
-            await delete_document(conn, ref, docs[0][0])
+            await delete_document(conn, ref, docs[0][0], EVERY_DOCUMENT)
             found = []
             for text in queries:
                 got = await bm25.search(
@@ -510,7 +511,7 @@ def test_both_kinds_of_delta_before_and_after_a_fold(ext_dsn: str) -> None:
                 "sizes": 0,
             }
             await write_documents(conn, ref, [prepared(*d) for d in docs[80:160]], compact=False)
-            await delete_document(conn, ref, docs[0][0])
+            await delete_document(conn, ref, docs[0][0], EVERY_DOCUMENT)
             assert await _count(conn, "bm25_delta", ref) == 0
 
     async def both_deltas(ref: CollectionRef) -> None:
@@ -519,7 +520,7 @@ def test_both_kinds_of_delta_before_and_after_a_fold(ext_dsn: str) -> None:
             assert await _count(conn, "bm25_delta", ref) > 0
             # deleted and replaced in the posting rows and in the chunk delta, before a fold
             for i in (1, 81, 161):
-                await delete_document(conn, ref, docs[i][0])
+                await delete_document(conn, ref, docs[i][0], EVERY_DOCUMENT)
             replaced = [prepared(docs[i][0], *corpus(600 + i, 1)[0][1:]) for i in (2, 82, 162)]
             await write_documents(conn, ref, replaced, compact=False)
             assert await _count(conn, "bm25_dead", ref) == 0
@@ -528,7 +529,7 @@ def test_both_kinds_of_delta_before_and_after_a_fold(ext_dsn: str) -> None:
             await fold(conn, ref)
             assert await _count(conn, "bm25_blocks", ref) > 0
             # deleted and replaced after the fold: dead in the blocks
-            await delete_document(conn, ref, docs[3][0])
+            await delete_document(conn, ref, docs[3][0], EVERY_DOCUMENT)
             replaced = [prepared(docs[163][0], *corpus(700, 1)[0][1:])]
             await write_documents(conn, ref, replaced, compact=False)
             assert await _count(conn, "bm25_dead", ref) >= 2  # the chunks of both
@@ -559,7 +560,7 @@ def test_downgrading_the_chunk_delta_keeps_every_posting(ext_dsn: str) -> None:
             await write_documents(conn, ref, [prepared(*d) for d in docs[:100]], compact=False)
             await fold(conn, ref)
             await write_documents(conn, ref, [prepared(*d) for d in docs[100:]], compact=False)
-            await delete_document(conn, ref, docs[0][0])
+            await delete_document(conn, ref, docs[0][0], EVERY_DOCUMENT)
             assert await _count(conn, "bm25_delta", ref) > 0
             assert await _count(conn, "bm25_dead", ref) > 0
             return ref
@@ -616,7 +617,7 @@ def test_a_fold_reads_the_block_ends_lexeme_by_lexeme(ext_dsn: str) -> None:
             ref = await collection_ref(conn, "c")
             await write_documents(conn, ref, [prepared(*d) for d in docs[200:800]], compact=False)
             await fold(conn, ref)
-            await delete_document(conn, ref, docs[201][0])  # dead in the blocks
+            await delete_document(conn, ref, docs[201][0], EVERY_DOCUMENT)  # dead in the blocks
             await write_documents(conn, ref, [prepared(*d) for d in docs[800:]], compact=False)
             cur = await conn.execute(
                 "SELECT coalesce(sum(length(ch.tsv)), 0) FROM bm25_delta AS d"
