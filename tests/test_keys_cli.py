@@ -15,6 +15,7 @@ from cari.client import (
     CollectionCreate,
     DocumentIn,
     ForbiddenError,
+    KeyCreate,
     NotFoundError,
     SearchRequest,
     UnauthorizedError,
@@ -116,6 +117,37 @@ def test_a_reader_gets_404_for_another_tenants_document(
         )
         with Client(url, api_key=secret) as reader, pytest.raises(NotFoundError):
             reader.get_document("shop", "globex/a")
+
+
+def test_the_python_client_manages_keys(
+    dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    """`/v1/keys` from the Python client: a key made there works at once, is listed and shown
+    without its secret, and is refused once revoked (polled: within CARI_KEY_CACHE_TTL_S)."""
+    env = {**cli_env(clean_env, dsn, fake), "CARI_API_KEYS": ADMIN}
+    with serving(env) as url, Client(url, api_key=ADMIN) as admin:
+        admin.create_collection(CollectionCreate(name="shop", language="english"))
+        made = admin.create_key(KeyCreate(name="front", actions=["search"], collections=["shop"]))
+        assert made.secret.startswith(made.key.id) and made.key.revoked_at is None
+        with Client(url, api_key=made.secret) as front:
+            assert front.search_collection("shop", SearchRequest(query="tyres")).results == []
+            with pytest.raises(ForbiddenError):
+                front.list_keys()
+        assert made.key.id in [key.id for key in admin.list_keys()]
+        shown = admin.get_key(made.key.id)
+        assert (shown.name, shown.actions, shown.collections) == ("front", ["search"], ["shop"])
+        assert admin.revoke_key(made.key.id).revoked_at is not None
+        with pytest.raises(NotFoundError):
+            admin.get_key("cari_00000000")
+        deadline = time.monotonic() + 30
+        with Client(url, api_key=made.secret) as front:
+            while True:
+                try:
+                    front.search_collection("shop", SearchRequest(query="tyres"))
+                except UnauthorizedError:
+                    break
+                assert time.monotonic() < deadline, "the revoked key is still accepted"
+                time.sleep(0.5)
 
 
 @pytest.mark.parametrize(

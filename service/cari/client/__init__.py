@@ -49,6 +49,7 @@ from cari.schema.catalog import (
 from cari.schema.collections import Collection, CollectionCreate, CollectionUpdate, Synonyms
 from cari.schema.documents import Deleted, Document, DocumentIn, DocumentSummary, IngestResponse
 from cari.schema.health import Health, Readiness
+from cari.schema.keys import Key, KeyCreate, KeyCreated
 from cari.schema.search import SearchRequest, SearchResponse, SearchResult
 from cari.schema.tool import Tool
 
@@ -82,6 +83,9 @@ __all__ = [
     "Health",
     "IngestResponse",
     "InvalidInputError",
+    "Key",
+    "KeyCreate",
+    "KeyCreated",
     "LLMChunk",
     "Metadata",
     "NotFoundError",

@@ -48,6 +48,7 @@ from cari.schema.documents import (
     IngestResponse,
 )
 from cari.schema.health import Health, Readiness
+from cari.schema.keys import Key, KeyCreate, KeyCreated
 from cari.schema.search import SearchRequest, SearchResponse
 from cari.schema.tool import Tool
 
@@ -189,6 +190,11 @@ ANSWER_QUESTION: Route[AnswerResponse] = Route(
     "answerQuestion", "POST", COLLECTION + "/answer", AnswerResponse, AnswerRequest
 )
 GET_SEARCH_TOOL: Route[Tool] = Route("getSearchTool", "GET", COLLECTION + "/tool", Tool)
+KEYS = "/v1/keys"
+CREATE_KEY: Route[KeyCreated] = Route("createKey", "POST", KEYS, KeyCreated, KeyCreate)
+LIST_KEYS: Route[list[Key]] = Route("listKeys", "GET", KEYS, list[Key])
+GET_KEY: Route[Key] = Route("getKey", "GET", KEYS + "/{key_id}", Key)
+REVOKE_KEY: Route[Key] = Route("revokeKey", "DELETE", KEYS + "/{key_id}", Key)
 
 ROUTES: list[Route[Any]] = [value for value in list(globals().values()) if isinstance(value, Route)]
 

@@ -37,6 +37,7 @@ from cari.schema.documents import (
     IngestResponse,
 )
 from cari.schema.health import Health, Readiness
+from cari.schema.keys import Key, KeyCreate, KeyCreated
 from cari.schema.search import SearchRequest, SearchResponse
 from cari.schema.tool import Tool
 
@@ -224,6 +225,21 @@ class AsyncClient:
 
     async def get_search_tool(self, collection: str) -> Tool:
         return await self._send(routes.GET_SEARCH_TOOL.call(collection=collection))
+
+    # -- API keys (a key allowed `keys:manage`) -------------------------------------------
+
+    async def create_key(self, key: KeyCreate) -> KeyCreated:
+        """The new key and its secret, shown this once."""
+        return await self._send(routes.CREATE_KEY.call(key))
+
+    async def list_keys(self) -> list[Key]:
+        return await self._send(routes.LIST_KEYS.call())
+
+    async def get_key(self, key_id: str) -> Key:
+        return await self._send(routes.GET_KEY.call(key_id=key_id))
+
+    async def revoke_key(self, key_id: str) -> Key:
+        return await self._send(routes.REVOKE_KEY.call(key_id=key_id))
 
     # -- I/O ------------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from cari.schema.documents import (
     IngestResponse,
 )
 from cari.schema.health import Health, Readiness
+from cari.schema.keys import Key, KeyCreate, KeyCreated
 from cari.schema.search import SearchRequest, SearchResponse
 from cari.schema.tool import Tool
 
@@ -215,6 +216,21 @@ class Client:
 
     def get_search_tool(self, collection: str) -> Tool:
         return self._send(routes.GET_SEARCH_TOOL.call(collection=collection))
+
+    # -- API keys (a key allowed `keys:manage`) -------------------------------------------
+
+    def create_key(self, key: KeyCreate) -> KeyCreated:
+        """The new key and its secret, shown this once."""
+        return self._send(routes.CREATE_KEY.call(key))
+
+    def list_keys(self) -> list[Key]:
+        return self._send(routes.LIST_KEYS.call())
+
+    def get_key(self, key_id: str) -> Key:
+        return self._send(routes.GET_KEY.call(key_id=key_id))
+
+    def revoke_key(self, key_id: str) -> Key:
+        return self._send(routes.REVOKE_KEY.call(key_id=key_id))
 
     # -- I/O ------------------------------------------------------------------------------
 
