@@ -18,11 +18,11 @@ from cari.answer.citations import (
     system_prompt,
 )
 from cari.schema.answer import Citation
-from cari.schema.search import Kind, SearchResult
+from cari.schema.search import ResultKind, SearchResult
 
 
 def result(
-    id: str, kind: Kind, title: str, content: str, metadata: dict[str, Any] | None = None
+    id: str, kind: ResultKind, title: str, content: str, metadata: dict[str, Any] | None = None
 ) -> SearchResult:
     chunk = int(id.split(":")[1]) if kind == "chunk" else None
     return SearchResult(

@@ -6,11 +6,11 @@ import pytest
 
 from cari.answer.citations import CitationFilter
 from cari.answer.extractive import extractive_answer
-from cari.schema.search import Kind, SearchResult
+from cari.schema.search import ResultKind, SearchResult
 
 
 def result(
-    number: int, content: str, kind: Kind = "chunk", title: str = "", relevance: float = 0.8
+    number: int, content: str, kind: ResultKind = "chunk", title: str = "", relevance: float = 0.8
 ) -> SearchResult:
     return SearchResult(
         id=f"chunk:{number}" if kind == "chunk" else f"{kind}:SKU{number}",
