@@ -77,7 +77,7 @@ COVERAGE_HALF = 0.8  # term coverage at relevance 0.5
 # holds reads 0.52). The steepest curve with which the tuning sets' answers refuse no more
 # on-topic and no fewer off-topic questions, in the same run (docs/benchmarks.md, "Specificity:
 # words that many chunks hold"): of chunks holding 80 % or more of a question's words, 17 % are
-# relevant where fewer than one other chunk would hold them, 50-67 % from specificity 4 up.
+# relevant where more than one other chunk would hold them (below 0), 50-67 % from 4 up.
 SPECIFICITY_QUARTER = -3.0
 SPECIFICITY_HALF = 0.5
 # Chosen by `python -m bench.relevance_frontier --joint --fitted` on the tuning sets, in full and
@@ -93,8 +93,8 @@ ANSWER_SUPPORT = 1.0  # an answer's: chosen by `bench.search_ranks --companions`
 class Evidence:
     cosine: float | None  # None when the query was not embedded (keyword mode)
     coverage: float
-    # How unlikely the chunk holds the words it holds by chance: their summed idf less the log
-    # of the collection's size, -ln(chunks expected to hold them all were words independent).
+    # How unlikely the chunk holds the words it holds by chance: their summed idf over the other
+    # chunks less ln(chunks), -ln(other chunks expected to hold them all, were words independent).
     specificity: float
 
 
