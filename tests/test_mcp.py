@@ -13,6 +13,7 @@ import httpx
 import httpx2
 import msgspec
 import pytest
+from litestar.testing import TestClient
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
@@ -50,14 +51,19 @@ def embedder() -> Iterator[FakeOpenAI]:
         yield server
 
 
+def add_garage(client: TestClient[Any], name: str = "garage") -> None:
+    """The collection `name` with the two documents."""
+    created = client.post("/v1/collections", json={"name": name, "language": "english"})
+    assert created.status_code == 201, created.text
+    added = client.post(f"/v1/collections/{name}/documents", json={"documents": DOCUMENTS})
+    assert added.status_code == 200 and not added.json()["rejected"], added.text
+
+
 @pytest.fixture(scope="module")
 def garage(module_dsn: str, embedder: FakeOpenAI) -> str:
     """The module's database, holding the collection `garage` with two documents."""
     with app_client(module_dsn, embedder) as client:
-        created = client.post("/v1/collections", json={"name": "garage", "language": "english"})
-        assert created.status_code == 201, created.text
-        added = client.post("/v1/collections/garage/documents", json={"documents": DOCUMENTS})
-        assert added.status_code == 200 and not added.json()["rejected"], added.text
+        add_garage(client)
     return module_dsn
 
 
@@ -267,3 +273,66 @@ async def test_serve_offers_the_tools_at_mcp_behind_the_api_keys(env: dict[str, 
                 pass
         assert refused_session.group_contains(MCPError, depth=None)
         assert statuses == [401]
+
+
+async def test_a_scoped_key_reaches_through_the_tools_only_what_it_may(
+    dsn: str, embedder: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    """Keys for one collection with a filter (`year` 2024: a tenant's), one that only
+    searches, one that also reads documents: each tool checks what its HTTP route checks, and
+    sees the documents the filter matches, as that search sent with the filter would."""
+    only_2024 = {"year": 2024}
+    with app_client(dsn, embedder) as client:
+        add_garage(client)
+        add_garage(client, "shed")
+
+        def key(actions: list[str], collections: list[str], **scope: Any) -> dict[str, str]:
+            body = {"name": "k", "actions": actions, "collections": collections, **scope}
+            created = client.post("/v1/keys", json=body, headers=admin)
+            assert created.status_code == 201, created.text
+            return {"Authorization": f"Bearer {created.json()['secret']}"}
+
+        admin: dict[str, str] = {}  # the first key, made while the API is open
+        admin = key(["search", "documents:read", "keys:manage"], ["*"])
+        searcher = key(["search"], ["garage"], filter=only_2024)
+        reader = key(["search", "documents:read"], ["garage"], filter=only_2024)
+        # The same search by the admin, with the filter sent: what the tenant must see.
+        body = {"query": "the tires and the brake pads", "mode": "keyword", "top_k": 10}
+        filtered = client.post(
+            "/v1/collections/garage/search",
+            json={**body, "filters": {"metadata": only_2024}},
+            headers=admin,
+        ).json()["results"]
+        everyone = client.post("/v1/collections/garage/search", json=body, headers=admin)
+    assert [r["document_id"] for r in filtered] == ["tires.md"]
+    assert {r["document_id"] for r in everyone.json()["results"]} == {"tires.md", "brakes.md"}
+    question = {"collection": "garage", **body}
+    with serving(cli_env(clean_env, dsn, embedder)) as base:
+        async with http_session(f"{base}/mcp", searcher) as session:
+            found = _result(await session.call_tool("search", question))
+            assert [(r["document_id"], r["score"]) for r in found["results"]] == [
+                (r["document_id"], r["score"]) for r in filtered
+            ]
+            answered = _result(await session.call_tool("answer", {**question, "threshold": 0}))
+            assert {s["result"]["document_id"] for s in answered["sources"]} == {"tires.md"}
+            listed = _result(await session.call_tool("list_collections", {}))
+            assert [c["name"] for c in listed["collections"]] == ["garage"]
+            assert "may not reach the collection 'shed'" in _error(
+                await session.call_tool("search", {**question, "collection": "shed"})
+            )
+            assert "may not take the action documents:read" in _error(
+                await session.call_tool(
+                    "get_document", {"collection": "garage", "document_id": "tires.md"}
+                )
+            )
+        async with http_session(f"{base}/mcp", reader) as session:
+
+            async def read(document_id: str) -> Any:
+                arguments = {"collection": "garage", "document_id": document_id}
+                return await session.call_tool("get_document", arguments)
+
+            assert _result(await read("tires.md"))["id"] == "tires.md"
+            # Outside the filter a document does not exist, as one nobody stored.
+            assert _error(await read("brakes.md")) == (
+                "document 'brakes.md' does not exist in 'garage'"
+            )

@@ -69,8 +69,32 @@ class Access:
     def reaches(self, collection: str) -> bool:
         return any(fnmatch.fnmatchcase(collection, p) for p in self.collections)
 
+    @property
+    def who(self) -> str:
+        """The key as a refusal names it."""
+        return f"key '{self.prefix}'" if self.prefix else "this key"
+
+    def check_action(self, needed: frozenset[str]) -> None:
+        """Forbidden unless the key may take one of the actions `needed`."""
+        if not self.actions & needed:
+            raise Forbidden(
+                f"{self.who} may not take the action {' or '.join(sorted(needed))} "
+                f"(it may: {', '.join(sorted(self.actions))})"
+            )
+
+    def check_reaches(self, collection: str) -> None:
+        """Forbidden unless the key reaches `collection`."""
+        if not self.reaches(collection):
+            raise Forbidden(
+                f"{self.who} may not reach the collection '{collection}' "
+                f"(it reaches: {', '.join(self.collections)})"
+            )
+
 
 EVERYTHING = frozenset(ACTIONS)
+# Where a request's Access travels in its ASGI scope: the guard (`cari.api.auth`) puts it there
+# for the handlers, and for /mcp's tools (`cari.mcp.server`).
+SCOPE_KEY = "cari_access"
 
 
 @dataclass(frozen=True, slots=True)

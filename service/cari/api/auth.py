@@ -24,30 +24,21 @@ from litestar.handlers.base import BaseRouteHandler
 
 from cari.api.state import app_state
 from cari.errors import Forbidden
-from cari.keys import EVERY_COLLECTION, EVERYTHING, Access, StoredKeys
+from cari.keys import EVERY_COLLECTION, EVERYTHING, SCOPE_KEY, Access, StoredKeys
 from cari.observability import logs
 from cari.search.filters import TENANT
 
-# Where the guard leaves the request's Access for its handler (`access_of`).
-ACCESS = "cari_access"
 OPEN = Access("open API", None, EVERYTHING, (EVERY_COLLECTION,))
 CONFIGURED = Access("CARI_API_KEYS", None, EVERYTHING, (EVERY_COLLECTION,))
 
 
-def requires(
-    *actions: str, beyond_filter: bool = False, every_collection: bool = False
-) -> dict[str, Any]:
+def requires(*actions: str, beyond_filter: bool = False) -> dict[str, Any]:
     """A route's `opt`: any of `actions` lets a request through. `beyond_filter`: the route
     acts on more than a key's filter lets it see (a whole collection's documents): refused to
-    a key with a filter. `every_collection`: the route may reach any collection (MCP's tools
-    name theirs in the body), so it takes only keys that reach them all."""
+    a key with a filter."""
     unknown = set(actions) - EVERYTHING
     assert actions and not unknown, unknown
-    return {
-        "actions": frozenset(actions),
-        "beyond_filter": beyond_filter,
-        "every_collection": every_collection,
-    }
+    return {"actions": frozenset(actions), "beyond_filter": beyond_filter}
 
 
 # A collection's own settings and rules: any key that reaches the collection reads them (the
@@ -67,40 +58,20 @@ async def authorize(
     if not needed:  # a route that declares nothing is refused, not opened
         raise Forbidden(f"{connection.url.path} declares no action: no key may use it")
     access = await _access(connection)
-    connection.scope[ACCESS] = access  # type: ignore[literal-required]
+    connection.scope[SCOPE_KEY] = access  # type: ignore[literal-required]
     logs.api_key.set(access.prefix or access.name)  # the request's log lines name the key
-    who = f"key '{access.prefix}'" if access.prefix else "this key"
-    if not access.actions & needed:
-        raise Forbidden(
-            f"{who} may not take the action {' or '.join(sorted(needed))} "
-            f"(it may: {', '.join(sorted(access.actions))})"
-        )
-    if access.filter is not None and (
-        handler.opt.get("beyond_filter") or handler.opt.get("every_collection")
-    ):
-        raise Forbidden(f"{who} has a filter: it may not act beyond the documents it sees")
-    if handler.opt.get("every_collection") and EVERY_COLLECTION not in access.collections:
-        raise Forbidden(f"{who} reaches only {', '.join(access.collections)}: this needs '*'")
+    access.check_action(needed)
+    if access.filter is not None and handler.opt.get("beyond_filter"):
+        raise Forbidden(f"{access.who} has a filter: it may not act beyond the documents it sees")
     if (collection := connection.path_params.get("collection")) is not None:
-        check_reaches(connection, str(collection))
+        access.check_reaches(str(collection))
     TENANT.set(access.filter)
 
 
 def access_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Access:
     """The Access the guard found for this request."""
-    access: Access = connection.scope[ACCESS]  # type: ignore[literal-required]
+    access: Access = connection.scope[SCOPE_KEY]  # type: ignore[literal-required]
     return access
-
-
-def check_reaches(connection: ASGIConnection[Any, Any, Any, Any], collection: str) -> None:
-    """For a collection a route names in its body, not its path (a new one)."""
-    access = access_of(connection)
-    if not access.reaches(collection):
-        who = f"key '{access.prefix}'" if access.prefix else "this key"
-        raise Forbidden(
-            f"{who} may not reach the collection '{collection}' "
-            f"(it reaches: {', '.join(access.collections)})"
-        )
 
 
 async def _access(connection: ASGIConnection[Any, Any, Any, Any]) -> Access:

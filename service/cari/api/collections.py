@@ -12,7 +12,7 @@ from litestar.params import Body
 
 import cari.collection
 from cari import synonyms
-from cari.api.auth import READ_COLLECTION, access_of, check_reaches, requires
+from cari.api.auth import READ_COLLECTION, access_of, requires
 from cari.api.openapi import CollectionName, V1Operation
 from cari.api.problems import responses
 from cari.api.state import AppState
@@ -78,7 +78,7 @@ class CollectionsController(Controller):
         state: AppState,
         data: Annotated[CollectionCreate, Body(examples=[NEW])],
     ) -> Collection:
-        check_reaches(request, data.name)
+        access_of(request).check_reaches(data.name)  # a collection its body names
         created = await cari.collection.create(conn, data, state.settings)
         state.runtime.searcher.collections.forget()
         return cari.collection.named(created, state.settings)

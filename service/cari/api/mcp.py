@@ -1,6 +1,7 @@
-"""/mcp: Cari's MCP tools over streamable HTTP, behind the same API keys as /v1: a key that may
-search every collection, without a filter (the tools name their collection in the call, past
-the guard; `cari.api.auth`).
+"""/mcp: Cari's MCP tools over streamable HTTP, behind the same API keys as /v1. The guard
+(`cari.api.auth`) lets in a key that may search or read documents; each tool then checks what
+its HTTP route would (its action, the collection it names) and runs within the key's filter
+(`cari.mcp.tools.call`).
 
 The SDK's transport (`cari.mcp.server.http_sessions`, running in the app's lifespan on the
 app's runtime) answers the requests; Litestar routes them and checks the key first. It is not a
@@ -22,7 +23,7 @@ from cari.api.state import app_state
     "/mcp",
     guards=[authorize],
     copy_scope=True,
-    opt={**READS_ONLY, **requires("search", every_collection=True)},
+    opt={**READS_ONLY, **requires("search", "documents:read")},
 )
 async def mcp(scope: Scope, receive: Receive, send: Send) -> None:
     sessions = app_state(Litestar.from_scope(scope)).mcp

@@ -27,6 +27,7 @@ from psycopg_pool import PoolTimeout
 import cari
 from cari.db import database as db
 from cari.errors import CariError
+from cari.keys import EVERY_COLLECTION, EVERYTHING, SCOPE_KEY, Access
 from cari.mcp import tools
 from cari.runtime import Runtime
 
@@ -37,6 +38,7 @@ INSTRUCTIONS = (
     "Call list_collections to see what there is, search for passages, answer for a cited "
     "answer, and get_document to read a result's whole document."
 )
+STDIO = Access("cari mcp", None, EVERYTHING, (EVERY_COLLECTION,))
 # Every tool only reads, and the same arguments give the same result while nothing is added.
 READ_ONLY = types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
@@ -62,13 +64,13 @@ def build(rt: Runtime) -> Server[Any]:
         )
 
     async def call_tool(
-        _ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         tool = tools.TOOLS.get(params.name)
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool '{params.name}'")
         try:
-            result = await tools.call(rt, tool, params.arguments or {})
+            result = await tools.call(rt, tool, params.arguments or {}, _access(ctx))
         except CariError as exc:
             return _error(exc.message)
         except (psycopg.OperationalError, PoolTimeout) as exc:
@@ -93,6 +95,17 @@ def build(rt: Runtime) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+def _access(ctx: ServerRequestContext[Any]) -> Access:
+    """What the caller may do. Over HTTP, what /mcp's guard found for the request's key
+    (`cari.api.auth`), left in the request's scope: a request without it is a fault here, so
+    it fails (`KeyError`) rather than opens. Over stdio, everything: the one who started
+    `cari mcp` holds the database's URL already."""
+    if ctx.request is None:
+        return STDIO
+    access: Access = ctx.request.scope[SCOPE_KEY]
+    return access
 
 
 def _error(message: str) -> types.CallToolResult:

@@ -19,13 +19,15 @@ import msgspec
 import cari.collection
 from cari.db.replicas import Node
 from cari.errors import InvalidInput
-from cari.ingest import store, stored
+from cari.ingest import stored
+from cari.keys import EVERYTHING, Access
 from cari.limits import DocumentId
 from cari.runtime import Runtime
 from cari.schema.answer import AnswerRequest, AnswerResponse
 from cari.schema.collections import Collection, Name
 from cari.schema.documents import Document
 from cari.schema.search import SearchRequest, SearchResponse
+from cari.search.filters import TENANT, compile_documents
 from cari.search.tool import arguments
 
 
@@ -43,28 +45,41 @@ class Collections(msgspec.Struct):
     collections: list[Collection]
 
 
-async def _search(rt: Runtime, collection: str, request: SearchRequest) -> SearchResponse:
+# A key's filter reaches each tool's statements as the HTTP routes' does: as the tenant filter
+# (`cari.search.filters.TENANT`) that every filter compiled while the tool runs includes.
+
+
+async def _search(
+    rt: Runtime, _access: Access, collection: str, request: SearchRequest
+) -> SearchResponse:
     return await rt.searcher.search(collection, request)
 
 
-async def _answer(rt: Runtime, collection: str, request: AnswerRequest) -> AnswerResponse:
+async def _answer(
+    rt: Runtime, _access: Access, collection: str, request: AnswerRequest
+) -> AnswerResponse:
     return await rt.answerer.answer(await rt.answerer.prepare(collection, request))
 
 
-async def _list_collections(rt: Runtime, _collection: str, _request: NoArguments) -> Collections:
+async def _list_collections(
+    rt: Runtime, access: Access, _collection: str, _request: NoArguments
+) -> Collections:
     async def listed(node: Node) -> Collections:
         async with node.pool.connection() as conn:
             listed = await cari.collection.list_all(conn)
-            return Collections([cari.collection.named(c, rt.settings) for c in listed])
+            return Collections(
+                [cari.collection.named(c, rt.settings) for c in listed if access.reaches(c.name)]
+            )
 
     return await rt.reads.run(None, listed)  # on a read replica, if there is one
 
 
-async def _get_document(rt: Runtime, collection: str, request: GetDocument) -> Document:
+async def _get_document(
+    rt: Runtime, _access: Access, collection: str, request: GetDocument
+) -> Document:
     async def read(node: Node) -> Document:
         async with node.pool.connection() as conn:
-            # Every document: /mcp takes no key with a filter (cari.api.auth).
-            visible = store.EVERY_DOCUMENT
+            visible = compile_documents(None, "metadata")  # the key's documents, no other
             return await stored.read(conn, collection, request.document_id, visible)
 
     return await rt.reads.run(None, read)
@@ -79,7 +94,9 @@ class MCPTool:
     description: str
     request: type[msgspec.Struct]  # the arguments (but `collection`) are this struct's fields
     response: type[msgspec.Struct]
-    run: Callable[[Runtime, str, Any], Awaitable[msgspec.Struct]]
+    run: Callable[[Runtime, Access, str, Any], Awaitable[msgspec.Struct]]
+    # The actions of which a key needs one, as the HTTP route's (`cari.api.auth.requires`).
+    actions: frozenset[str]
     collection: bool = True  # takes the collection to work on
     omit: frozenset[str] = frozenset()  # request fields that mean nothing to a tool's caller
 
@@ -104,6 +121,7 @@ TOOLS = {
             SearchRequest,
             SearchResponse,
             _search,
+            frozenset({"search"}),
         ),
         MCPTool(
             "answer",
@@ -117,6 +135,7 @@ TOOLS = {
             AnswerRequest,
             AnswerResponse,
             _answer,
+            frozenset({"search"}),
             omit=frozenset({"stream"}),  # a tool's result comes whole
         ),
         MCPTool(
@@ -127,6 +146,7 @@ TOOLS = {
             NoArguments,
             Collections,
             _list_collections,
+            EVERYTHING,  # any key lists the collections it reaches, as GET /v1/collections
             collection=False,
         ),
         MCPTool(
@@ -137,6 +157,7 @@ TOOLS = {
             GetDocument,
             Document,
             _get_document,
+            frozenset({"documents:read"}),
         ),
     )
 }
@@ -184,8 +205,10 @@ def output_schema(tool: MCPTool) -> dict[str, Any]:
     return {**definitions[tool.response.__name__], "$defs": definitions}
 
 
-async def call(rt: Runtime, tool: MCPTool, given: dict[str, Any]) -> msgspec.Struct:
-    """Run `tool` with the arguments `given`; a CariError says what is wrong with them."""
+async def call(rt: Runtime, tool: MCPTool, given: dict[str, Any], access: Access) -> msgspec.Struct:
+    """Run `tool` with the arguments `given` for a caller who may do what `access` allows; a
+    CariError says what is wrong with them, or what the key may not do."""
+    access.check_action(tool.actions)
     for name in given:
         if name not in input_schema(tool)["properties"]:
             raise InvalidInput(name, f"is not an argument of {tool.name}")
@@ -195,7 +218,13 @@ async def call(rt: Runtime, tool: MCPTool, given: dict[str, Any]) -> msgspec.Str
         if "collection" not in values:
             raise InvalidInput("collection", "is required")
         collection = _convert(values.pop("collection"), Name, "collection")
-    return await tool.run(rt, collection, _convert(values, tool.request, "arguments"))
+        access.check_reaches(collection)
+    request = _convert(values, tool.request, "arguments")
+    tenant = TENANT.set(access.filter)
+    try:
+        return await tool.run(rt, access, collection, request)
+    finally:
+        TENANT.reset(tenant)
 
 
 def _convert(value: Any, type_: Any, what: str) -> Any:
