@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tests.conftest import cli_env
+from tests.conftest import app_client, cli_env
 from tests.fake_openai import FakeOpenAI
 from tests.local_server import LocalServer
 
@@ -108,16 +108,19 @@ def serving(env: dict[str, str], log: Path) -> Iterator[str]:
         server.wait(30)
 
 
-def exercise(url: str) -> None:
+def exercise(url: str, key: dict[str, str]) -> None:
     """A collection, two documents, a search (its request id `search-1`, in the trace
-    `CALLER`), a probe, and a path no route matches."""
-    assert httpx.post(f"{url}/v1/collections", json={"name": "cars"}).status_code == 201
-    added = httpx.post(f"{url}/v1/collections/cars/documents", json={"documents": DOCUMENTS})
+    `CALLER`), each with the headers `key`, a probe, and a path no route matches."""
+    created = httpx.post(f"{url}/v1/collections", json={"name": "cars"}, headers=key)
+    assert created.status_code == 201
+    added = httpx.post(
+        f"{url}/v1/collections/cars/documents", json={"documents": DOCUMENTS}, headers=key
+    )
     assert added.status_code == 200 and added.json()["rejected"] == []
     found = httpx.post(
         f"{url}/v1/collections/cars/search",
         json={"query": "harga mobil bensin irit", "threshold": 0},
-        headers={"X-Request-ID": "search-1", "traceparent": CALLER},
+        headers={"X-Request-ID": "search-1", "traceparent": CALLER, **key},
     )
     assert found.status_code == 200 and found.json()["results"]
     assert httpx.get(f"{url}/healthz").status_code == 200
@@ -142,13 +145,17 @@ def test_a_search_is_traced_from_its_request_to_each_stage(
     dsn: str, fake: FakeOpenAI, clean_env: dict[str, str], tmp_path: Path
 ) -> None:
     log = tmp_path / "serve.log"
+    with app_client(dsn, fake) as client:  # a stored key, made while the API is open
+        body = {"name": "t", "actions": ["search", "documents:write", "collections:manage"]}
+        stored = client.post("/v1/keys", json={**body, "collections": ["*"]}).json()
+    key = {"Authorization": f"Bearer {stored['secret']}"}
     with Receiver() as receiver:
         env = {
             **environment(clean_env, dsn, fake),
             "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}",
         }
         with serving(env, log) as url:
-            exercise(url)
+            exercise(url, key)
             deadline = time.monotonic() + 10
             while len(servers(receiver.received())) < len(REQUESTS) and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -162,6 +169,9 @@ def test_a_search_is_traced_from_its_request_to_each_stage(
     tags = attributes(search.attributes)
     assert tags["http.route"] == "/v1/collections/{collection}/search"
     assert tags["cari.request_id"] == "search-1"
+    # The key that sent it, by its prefix; its secret is in no span.
+    assert tags["cari.api_key"] == stored["key"]["id"]
+    assert stored["secret"].encode() not in b"".join(s.SerializeToString() for s in spans)
     _, trace_id, parent, _ = CALLER.split("-")  # the caller's trace, continued
     assert (search.trace_id.hex(), search.parent_span_id.hex()) == (trace_id, parent)
     assert len({span.trace_id for span in spans}) == len(REQUESTS)  # a trace per request
@@ -197,7 +207,7 @@ def test_without_an_endpoint_nothing_is_traced(
     log = tmp_path / "serve.log"
     env = {**environment(clean_env, dsn, fake), "OTEL_SERVICE_NAME": "cari-test"}
     with serving(env, log) as url:
-        exercise(url)
+        exercise(url, {})  # the API open: no key yet
     lines = log_lines(log)
     assert len([line for line in lines if line["logger"] == "uvicorn.access"]) >= 5
     assert not [line for line in lines if "trace_id" in line or "span_id" in line]

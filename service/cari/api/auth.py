@@ -25,7 +25,7 @@ from litestar.handlers.base import BaseRouteHandler
 from cari.api.state import app_state
 from cari.errors import Forbidden
 from cari.keys import EVERY_COLLECTION, EVERYTHING, SCOPE_KEY, Access, StoredKeys
-from cari.observability import logs
+from cari.observability import logs, tracing
 from cari.search.filters import TENANT
 
 OPEN = Access("open API", None, EVERYTHING, (EVERY_COLLECTION,))
@@ -59,7 +59,9 @@ async def authorize(
         raise Forbidden(f"{connection.url.path} declares no action: no key may use it")
     access = await _access(connection)
     connection.scope[SCOPE_KEY] = access  # type: ignore[literal-required]
-    logs.api_key.set(access.prefix or access.name)  # the request's log lines name the key
+    # The request's log lines and its trace name the key (its prefix, never its secret).
+    logs.api_key.set(access.prefix or access.name)
+    tracing.tag("cari.api_key", access.prefix or access.name)
     access.check_action(needed)
     if access.filter is not None and handler.opt.get("beyond_filter"):
         raise Forbidden(f"{access.who} has a filter: it may not act beyond the documents it sees")

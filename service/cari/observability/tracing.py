@@ -47,6 +47,15 @@ def span(name: str) -> AbstractContextManager[object]:
     return _NOTHING if _start_span is None else _start_span(name)
 
 
+def tag(name: str, value: str) -> None:
+    """Set `name` on the current span (a request's server span, from its handler's guard);
+    nothing when off."""
+    if _start_span is not None:
+        from opentelemetry.trace import get_current_span
+
+        get_current_span().set_attribute(name, value)
+
+
 def configure() -> None:
     """Send this process's spans to the configured OTLP/HTTP endpoint, if one is configured.
 
