@@ -168,9 +168,20 @@ def test_a_key_gives_no_more_than_it_has(client: Client) -> None:
         headers=keeper,
     )
     assert narrower.status_code == 201
+    # Keys beyond its scope do not exist for it: it neither sees nor revokes the admin's.
     admin_id = admin["Authorization"].removeprefix("Bearer ")[: len("cari_") + 8]
-    assert client.delete(f"/v1/keys/{admin_id}", headers=keeper).status_code == 403
-    own = client.delete(f"/v1/keys/{narrower.json()['key']['id']}", headers=keeper)
+    keeper_id = keeper["Authorization"].removeprefix("Bearer ")[: len("cari_") + 8]
+    narrower_id = narrower.json()["key"]["id"]
+    listed = client.get("/v1/keys", headers=keeper)
+    assert sorted(k["id"] for k in listed.json()) == sorted([keeper_id, narrower_id])
+    assert len(client.get("/v1/keys", headers=admin).json()) == 3
+    for method in ("GET", "DELETE"):
+        hidden = client.request(method, f"/v1/keys/{admin_id}", headers=keeper)
+        assert hidden.status_code == 404
+        assert hidden.json()["detail"] == f"key '{admin_id}' does not exist"
+    assert client.get(f"/v1/keys/{admin_id}", headers=admin).json()["revoked_at"] is None
+    assert client.get(f"/v1/keys/{narrower_id}", headers=keeper).status_code == 200
+    own = client.delete(f"/v1/keys/{narrower_id}", headers=keeper)
     assert own.status_code == 200
 
 

@@ -257,6 +257,21 @@ async def get(conn: Conn, prefix: str) -> StoredKey:
     return await _one(conn, "api_key_get", prefix)
 
 
+def manages(access: Access, key: StoredKey) -> bool:
+    """Whether `access` sees and revokes `key`: a key within its own scope, as it may create
+    (`check_within`). Any other does not exist for it: a key that manages the keys of some
+    collections learns nothing of the others' keys, nor can it revoke an administrator's."""
+    return set(key.actions) <= access.actions and all(access.reaches(c) for c in key.collections)
+
+
+async def get_managed(conn: Conn, prefix: str, access: Access) -> StoredKey:
+    """The key `prefix` if `access` manages it, else NotFound, as for a key nobody stored."""
+    key = await get(conn, prefix)
+    if not manages(access, key):
+        raise NotFound(f"key '{prefix}' does not exist")
+    return key
+
+
 async def revoke(conn: Conn, prefix: str) -> StoredKey:
     return await _one(conn, "api_key_revoke", prefix)
 

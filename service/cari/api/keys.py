@@ -75,13 +75,16 @@ class KeysController(Controller):
     @get(
         "/",
         summary="List API keys (revoked ones too)",
+        description="The keys within the calling key's own scope: no action it lacks, no "
+        "collection it does not reach. Any other key does not exist for it.",
         operation_id="listKeys",
         responses=responses(422, 503),
         operation_class=V1Operation,
         opt=MANAGE,
     )
-    async def index(self, conn: Conn) -> list[Key]:
-        return [key.wire() for key in await keys.list_all(conn)]
+    async def index(self, request: Request[Any, Any, Any], conn: Conn) -> list[Key]:
+        access = access_of(request)  # the keys within its scope, no other
+        return [key.wire() for key in await keys.list_all(conn) if keys.manages(access, key)]
 
     @get(
         "/{key_id:str}",
@@ -91,15 +94,15 @@ class KeysController(Controller):
         operation_class=V1Operation,
         opt=MANAGE,
     )
-    async def show(self, conn: Conn, key_id: KeyId) -> Key:
-        return (await keys.get(conn, key_id)).wire()
+    async def show(self, request: Request[Any, Any, Any], conn: Conn, key_id: KeyId) -> Key:
+        return (await keys.get_managed(conn, key_id, access_of(request))).wire()
 
     @delete(
         "/{key_id:str}",
         summary="Revoke an API key",
         description="Every Cari process sharing the database refuses it within "
         "CARI_KEY_CACHE_TTL_S seconds (5). Its row stays, saying when it was revoked. A key "
-        "revokes only keys within its own scope.",
+        "sees and revokes only keys within its own scope (a 404 for any other).",
         status_code=200,
         operation_id="revokeKey",
         responses=responses(404, 422, 503),
@@ -107,8 +110,5 @@ class KeysController(Controller):
         opt=MANAGE,
     )
     async def revoke(self, request: Request[Any, Any, Any], conn: Conn, key_id: KeyId) -> Key:
-        # As for creating: a key revokes only keys within its own scope, or a key that manages
-        # the keys of some collections could lock out an administrator.
-        stored = await keys.get(conn, key_id)
-        keys.check_within(access_of(request), stored.actions, stored.collections)
+        await keys.get_managed(conn, key_id, access_of(request))
         return (await keys.revoke(conn, key_id)).wire()
