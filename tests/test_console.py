@@ -254,6 +254,30 @@ def screenshot(driver: WebDriver, name: str, element: WebElement | None = None) 
         (element.screenshot if element else driver.save_screenshot)(str(target))
 
 
+def test_the_page_shows_what_the_key_may_do(browser: WebDriver, server: str) -> None:
+    scope = {"actions": ["search"], "collections": ["cars"], "filter": {"tenant": "acme"}}
+    created = api(server, "POST", "/keys", {"name": "storefront", **scope})
+    browser.get(f"{server}/console")
+    browser.execute_script("sessionStorage.clear()")
+    browser.refresh()
+    shown = browser.find_element(By.ID, "key-scope")
+    for key, expected in (
+        (
+            created["secret"],
+            f"Key {created['key']['id']} (storefront): search on cars, "
+            'only documents matching {"tenant":"acme"}.',
+        ),
+        (
+            KEY,
+            "CARI_API_KEYS: search, documents:read, documents:write, collections:manage, "
+            "keys:manage on every collection.",
+        ),
+    ):
+        set_value(browser, "api-key", key)
+        browser.find_element(By.CSS_SELECTOR, "#access button").click()
+        wait(browser, lambda _, expected=expected: shown.text == expected)
+
+
 def test_search_shows_each_result_with_its_evidence(browser: WebDriver, server: str) -> None:
     open_console(browser, server, "cars")
     expected = search_ids(server, "cars")

@@ -79,6 +79,24 @@ def test_the_api_is_open_until_the_first_key_is_stored(client: Client) -> None:
     assert client.get("/healthz").status_code == 200
 
 
+def test_any_key_reads_what_it_may_do(dsn: str) -> None:
+    with app_client(dsn, key_cache_ttl_s=0) as client:
+        every = {"actions": list(ACTIONS), "collections": ["*"], "filter": None}
+        assert client.get("/v1/access").json() == {"key": None, "name": "open API", **every}
+        scope = {"actions": ["search"], "collections": ["shop-*"], "filter": {"tenant": "acme"}}
+        secret = make_key(client, name="acme storefront", **scope)
+        assert client.get("/v1/access").status_code == 401
+        mine = client.get("/v1/access", headers=bearer(secret))
+        assert mine.json() == {
+            "key": secret[: len("cari_") + 8],
+            "name": "acme storefront",
+            **scope,
+        }
+    with app_client(dsn, api_keys="old-key") as client:
+        configured = client.get("/v1/access", headers=bearer("old-key")).json()
+        assert configured == {"key": None, "name": "CARI_API_KEYS", **every}
+
+
 def test_a_key_is_refused_outside_its_actions_and_collections(client: Client) -> None:
     admin = bearer(make_key(client, name="admin", actions=list(ACTIONS), collections=["*"]))
     for name in ("shop-a", "shop-b", "faq"):

@@ -133,6 +133,8 @@ def test_the_python_client_manages_keys(
             assert front.search_collection("shop", SearchRequest(query="tyres")).results == []
             with pytest.raises(ForbiddenError):
                 front.list_keys()
+            mine = front.get_access()
+            assert (mine.key, mine.actions, mine.collections) == (made.key.id, ["search"], ["shop"])
         assert made.key.id in [key.id for key in admin.list_keys()]
         shown = admin.get_key(made.key.id)
         assert (shown.name, shown.actions, shown.collections) == ("front", ["search"], ["shop"])

@@ -22,7 +22,7 @@ from cari.api.collections import CollectionsController
 from cari.api.consistency import ConsistencyTokenMiddleware, provide_conn
 from cari.api.documents import DocumentsController
 from cari.api.health import healthz, readyz
-from cari.api.keys import KeysController
+from cari.api.keys import KeysController, access
 from cari.api.mcp import mcp
 from cari.api.metrics import PROMETHEUS, MetricsController
 from cari.api.openapi import DocumentedAsPlugin, ZeroBoundsPlugin, state_rules
@@ -63,6 +63,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             CatalogController,
             FinancingRatesController,
             KeysController,
+            access,
             search,
             answer,
             tool,

@@ -1,5 +1,5 @@
 """API keys under /v1/keys, for keys that may manage keys: create (the secret shown once), list,
-show, revoke."""
+show, revoke; and /v1/access, for any key: what it may do."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from cari import keys
 from cari.api.auth import access_of, requires
 from cari.api.openapi import V1Operation
 from cari.api.problems import responses
-from cari.schema.keys import Key, KeyCreate, KeyCreated
+from cari.keys import ACTIONS
+from cari.schema.keys import Key, KeyAccess, KeyCreate, KeyCreated
 
 Conn = NamedDependency[psycopg.AsyncConnection[Any]]
 
@@ -112,3 +113,25 @@ class KeysController(Controller):
     async def revoke(self, request: Request[Any, Any, Any], conn: Conn, key_id: KeyId) -> Key:
         await keys.get_managed(conn, key_id, access_of(request))
         return (await keys.revoke(conn, key_id)).wire()
+
+
+@get(
+    "/access",
+    summary="What this request's key may do",
+    description="The calling key's actions, the collections it reaches and the filter it sees "
+    "documents through (the console shows them). Any key may ask.",
+    operation_id="getAccess",
+    tags=["keys"],
+    responses=responses(503),
+    operation_class=V1Operation,
+    opt=requires(*ACTIONS),
+)
+async def access(request: Request[Any, Any, Any]) -> KeyAccess:
+    found = access_of(request)
+    return KeyAccess(
+        key=found.prefix,
+        name=found.name,
+        actions=sorted(found.actions, key=ACTIONS.index),  # type: ignore[arg-type]
+        collections=list(found.collections),
+        filter=None if found.filter is None else dict(found.filter),
+    )

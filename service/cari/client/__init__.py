@@ -49,7 +49,7 @@ from cari.schema.catalog import (
 from cari.schema.collections import Collection, CollectionCreate, CollectionUpdate, Synonyms
 from cari.schema.documents import Deleted, Document, DocumentIn, DocumentSummary, IngestResponse
 from cari.schema.health import Health, Readiness
-from cari.schema.keys import Key, KeyCreate, KeyCreated
+from cari.schema.keys import Key, KeyAccess, KeyCreate, KeyCreated
 from cari.schema.search import SearchRequest, SearchResponse, SearchResult
 from cari.schema.tool import Tool
 
@@ -84,6 +84,7 @@ __all__ = [
     "IngestResponse",
     "InvalidInputError",
     "Key",
+    "KeyAccess",
     "KeyCreate",
     "KeyCreated",
     "LLMChunk",

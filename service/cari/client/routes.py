@@ -48,7 +48,7 @@ from cari.schema.documents import (
     IngestResponse,
 )
 from cari.schema.health import Health, Readiness
-from cari.schema.keys import Key, KeyCreate, KeyCreated
+from cari.schema.keys import Key, KeyAccess, KeyCreate, KeyCreated
 from cari.schema.search import SearchRequest, SearchResponse
 from cari.schema.tool import Tool
 
@@ -195,6 +195,7 @@ CREATE_KEY: Route[KeyCreated] = Route("createKey", "POST", KEYS, KeyCreated, Key
 LIST_KEYS: Route[list[Key]] = Route("listKeys", "GET", KEYS, list[Key])
 GET_KEY: Route[Key] = Route("getKey", "GET", KEYS + "/{key_id}", Key)
 REVOKE_KEY: Route[Key] = Route("revokeKey", "DELETE", KEYS + "/{key_id}", Key)
+GET_ACCESS: Route[KeyAccess] = Route("getAccess", "GET", "/v1/access", KeyAccess)
 
 ROUTES: list[Route[Any]] = [value for value in list(globals().values()) if isinstance(value, Route)]
 

@@ -211,6 +211,24 @@ function render(query, names, run) {
   }
 }
 
+// What the key may do, from the server (GET /v1/access), beside the key field.
+function describeAccess(access) {
+  const who = access.key ? `Key ${access.key} (${access.name})` : access.name;
+  const where = access.collections.includes("*") ? "every collection" : access.collections.join(", ");
+  const seen = access.filter ? `, only documents matching ${JSON.stringify(access.filter)}` : "";
+  return `${who}: ${access.actions.join(", ")} on ${where}${seen}.`;
+}
+
+async function showAccess() {
+  const line = $("#key-scope");
+  line.textContent = "";
+  try {
+    line.textContent = describeAccess(await call("GET", "/access"));
+  } catch (exc) {
+    if (!(exc instanceof ApiError)) throw exc; // a refused key: the status line says why
+  }
+}
+
 async function loadCollections() {
   const select = $("#collection");
   let collections;
@@ -418,6 +436,7 @@ function start() {
   $("#access").addEventListener("submit", (event) => {
     event.preventDefault();
     setApiKey($("#api-key").value.trim());
+    showAccess();
     loadCollections();
   });
   $("#question").addEventListener("submit", (event) => {
@@ -439,6 +458,7 @@ function start() {
   });
   $("#ask").addEventListener("click", answer);
   $("#answer-text").addEventListener("click", followCitation);
+  showAccess();
   loadCollections();
 }
 

@@ -54,3 +54,14 @@ class KeyCreated(msgspec.Struct, kw_only=True):
 
     key: Key
     secret: str
+
+
+class KeyAccess(msgspec.Struct, kw_only=True):
+    """What the key a request came with may do. `key`: a stored key's id; null for one of
+    CARI_API_KEYS, or for an open API (no key stored nor configured), as `name` says."""
+
+    key: KeyId | None
+    name: str
+    actions: list[Action]
+    collections: list[str]
+    filter: dict[str, Any] | None

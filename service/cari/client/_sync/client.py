@@ -37,7 +37,7 @@ from cari.schema.documents import (
     IngestResponse,
 )
 from cari.schema.health import Health, Readiness
-from cari.schema.keys import Key, KeyCreate, KeyCreated
+from cari.schema.keys import Key, KeyAccess, KeyCreate, KeyCreated
 from cari.schema.search import SearchRequest, SearchResponse
 from cari.schema.tool import Tool
 
@@ -217,7 +217,11 @@ class Client:
     def get_search_tool(self, collection: str) -> Tool:
         return self._send(routes.GET_SEARCH_TOOL.call(collection=collection))
 
-    # -- API keys (a key allowed `keys:manage`) -------------------------------------------
+    # -- API keys (a key allowed `keys:manage`; `get_access`: any key) ---------------------
+
+    def get_access(self) -> KeyAccess:
+        """What the client's own key may do: its actions, collections and filter."""
+        return self._send(routes.GET_ACCESS.call())
 
     def create_key(self, key: KeyCreate) -> KeyCreated:
         """The new key and its secret, shown this once."""
