@@ -1,5 +1,6 @@
 """`cari keys` against a real `cari serve` (issue 65's walk-through): a search-only tenant key
-for one collection pattern, created on the command line, used from the Python client; it
+for one collection pattern, created on the command line, used from the Python client (and
+LangChain's retriever); it
 cannot write, cannot reach another collection, sees its tenant's documents only, and is
 refused once `cari keys revoke` has run (polled: within CARI_KEY_CACHE_TTL_S, 5 s)."""
 
@@ -20,6 +21,7 @@ from cari.client import (
     SearchRequest,
     UnauthorizedError,
 )
+from cari.langchain import CariRetriever
 from tests.conftest import cli_env
 from tests.fake_openai import FakeOpenAI
 from tests.test_cli import serving
@@ -77,6 +79,12 @@ def test_a_tenant_key_from_the_command_line_through_the_python_client(
                 "shop-a", SearchRequest(query="returns accepted", top_k=10)
             )
             assert [r.document_id for r in found.results] == ["acme/returns"]
+            # LangChain's retriever with the key: the tenant's documents, no other.
+            retriever = CariRetriever(
+                base_url=url, collection="shop-a", api_key=secret, mode="keyword", k=10
+            )
+            retrieved = retriever.invoke("returns accepted")
+            assert [d.metadata["document_id"] for d in retrieved] == ["acme/returns"]
             with pytest.raises(ForbiddenError) as cannot_write:
                 tenant.add_documents("shop-a", [DocumentIn(id="acme/x", text="X.")])
             assert cannot_write.value.code == "forbidden"
