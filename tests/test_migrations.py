@@ -1,6 +1,9 @@
 """Migrations on real PostgreSQL: up, down and up again; index parameters from settings."""
 
 import asyncio
+import subprocess
+import sys
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -44,6 +47,37 @@ def test_upgrade_downgrade_upgrade(empty_dsn: str) -> None:
     with psycopg.connect(empty_dsn) as conn:
         extensions = {str(r[0]) for r in conn.execute("SELECT extname FROM pg_extension")}
     assert {"vector", "pg_trgm"} <= extensions
+
+
+def test_the_head_is_the_highest_numbered_file_and_alembics_own() -> None:
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(migrations.ALEMBIC_DIR))
+    assert migrations.head() == script.get_current_head()
+    for revision in script.walk_revisions():  # each file is its number, after the one before
+        assert revision.module.__file__ is not None
+        number = Path(revision.module.__file__).name[:4]
+        assert revision.revision == number
+        assert revision.down_revision == (None if number == "0001" else f"{int(number) - 1:04d}")
+
+
+def test_a_database_at_the_head_is_checked_without_alembic(dsn: str) -> None:
+    """Every `cari` command checks the schema first: at the head it costs one query, not
+    Alembic's and SQLAlchemy's imports."""
+    checked = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from cari.db import migrations; from tests.conftest import settings_for;"
+            f" migrations.upgrade({dsn!r}, settings_for({dsn!r}));"
+            " print(sorted(m for m in sys.modules"
+            " if m.split('.')[0] in ('alembic', 'sqlalchemy')))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert checked.stdout.strip() == "[]", checked.stderr
 
 
 def test_index_parameters_and_dimension_come_from_settings(empty_dsn: str) -> None:
