@@ -25,7 +25,6 @@ import anyio
 import anyio.to_thread
 import numpy as np
 import numpy.typing as npt
-import openai
 
 from cari.concurrency import all_or_none
 from cari.errors import (
@@ -525,6 +524,10 @@ class OpenAIEmbedder:
         # chunks); base64 is decoded by numpy straight into the array. The SDK leaves the
         # string alone because the format is given explicitly.
         self._encoding: Literal["float", "base64"] = "base64"
+        # Imported here: the SDK takes ~0.7 s to import, which a process on the local model
+        # never needs.
+        import openai
+
         self._client = openai.AsyncOpenAI(
             base_url=profile.base_url or None,
             api_key=profile.api_key or "unused",
@@ -608,6 +611,8 @@ class OpenAIEmbedder:
         return EmbedderUnavailable(f"embedding service {what}")
 
     async def _attempt(self, inputs: list[str]) -> list[Vector]:
+        import openai
+
         try:
             response = await self._request(inputs)
         except openai.APIStatusError as exc:

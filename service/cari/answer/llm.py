@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
-import openai
 
 from cari.errors import LLMUnavailable
 from cari.remote import one_line, redacted, retry_after, retryable, server_message
 
+# The SDK is imported where a client uses it: importing it takes ~0.7 s, which every `cari`
+# command paid at start though most never talk to a language model.
 if TYPE_CHECKING:
+    import openai
     from openai.types.chat import ChatCompletionMessageParam
 
 # `complete` tries a rate-limited or failing server once more, after Retry-After (capped) or:
@@ -57,6 +59,8 @@ class ChatClient:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.timeout_s = timeout_s
+        import openai
+
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=api_key or "unused",
@@ -67,6 +71,8 @@ class ChatClient:
 
     async def complete(self, messages: list[dict[str, str]]) -> tuple[str, Usage]:
         """The whole answer and its usage."""
+        import openai
+
         retried = False
         while True:
             try:
@@ -98,6 +104,8 @@ class ChatClient:
         Closing the generator early (or cancelling its consumer) closes the HTTP response at
         once, so the server stops generating.
         """
+        import openai
+
         usage: Usage | None = None
         try:
             chunks = await self._client.chat.completions.create(
@@ -142,6 +150,8 @@ class ChatClient:
         return LLMUnavailable(f"language model {self.model} failed: {reason}")
 
     def _unavailable(self, exc: openai.OpenAIError) -> LLMUnavailable:
+        import openai
+
         if isinstance(exc, openai.APIStatusError):
             return self._failed(f"HTTP {exc.status_code}: {server_message(exc)}")
         if isinstance(exc, openai.APITimeoutError):

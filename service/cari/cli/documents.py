@@ -12,12 +12,11 @@ import click
 
 from cari.cli.common import run, settings, user_errors
 from cari.concurrency import beside
-from cari.ingest import files
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from cari.ingest import store
+    from cari.ingest import files, store
     from cari.ingest.bulk import Tally
     from cari.runtime import Runtime
     from cari.settings import Settings
@@ -77,6 +76,9 @@ def ingest(
     # A bulk load is a batch job: its statements last as long as its batches, and none holds a
     # lock a request waits on (cari.ingest.bulk), so the requests' statement timeout could only
     # kill a legal load.
+    # Imported here: the file readers (PDF, images) take ~0.3 s that other commands need not.
+    from cari.ingest import files
+
     config = settings(statement_timeout_ms=0 if bulk else None)
     sources = files.expand(paths)
     if batch_size is None:
