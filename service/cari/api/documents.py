@@ -26,7 +26,7 @@ from cari.api.openapi import CURSOR, CollectionName, DocumentedAs, V1Operation
 from cari.api.path_ids import path_id, whole_collection
 from cari.api.problems import responses
 from cari.api.state import AppState
-from cari.errors import CariError, Conflict, InvalidInput
+from cari.errors import CariError, InvalidInput
 from cari.ingest import formats, store, stored
 from cari.ingest.pipeline import BatchResult, Ingestor
 from cari.ingest.store import NewDocument
@@ -221,8 +221,8 @@ async def _as_tenant(
 ) -> list[NewDocument]:
     """The documents as the request's key may write them: a key with a filter stamps the
     filter's values on each (a differing value of the document's own is refused), and may not
-    replace a document its filter hides: that id is taken, 409 (which tells the key no more
-    than that the id is taken; docs/keys.md says to give each tenant ids of its own)."""
+    replace a document its filter hides: that id is taken, 409 (`store.taken`), said here
+    before anything is embedded; the write itself holds it too (`store.write_documents`)."""
     access = access_of(request)
     if access.filter is None:
         return documents
@@ -232,10 +232,7 @@ async def _as_tenant(
         visible = compile_documents(None, "metadata")
         hidden = await store.hidden_documents(conn, ref, [d.external_id for d in stamped], visible)
     if hidden:
-        raise Conflict(
-            f"document id '{hidden[0]}' is taken in '{collection}' by a document this key "
-            "cannot see: choose another id"
-        )
+        raise store.taken(collection, hidden[0])
     return stamped
 
 
@@ -304,7 +301,12 @@ class DocumentsController(Controller):
             )
         documents = await _as_tenant(request, ingestor, collection, documents)
         budget = settings.write_embedding_budget_s
-        result = await ingestor.ingest(collection, documents, embedding_budget_s=budget)
+        result = await ingestor.ingest(
+            collection,
+            documents,
+            embedding_budget_s=budget,
+            visible=compile_documents(None, "metadata"),
+        )
         return _response(result, rejected)
 
     @put(
@@ -337,7 +339,13 @@ class DocumentsController(Controller):
         [document] = await _as_tenant(request, ingestor, collection, [document])
         budget = state.settings.write_embedding_budget_s
         return _response(
-            await ingestor.ingest(collection, [document], embedding_budget_s=budget), []
+            await ingestor.ingest(
+                collection,
+                [document],
+                embedding_budget_s=budget,
+                visible=compile_documents(None, "metadata"),
+            ),
+            [],
         )
 
     @get(

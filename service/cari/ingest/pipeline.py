@@ -75,8 +75,10 @@ class Ingestor:
         compact: bool = True,
         embedding_budget_s: float | None = None,
         on_embedded: Callable[[int], None] | None = None,
+        visible: store.Visible = store.EVERY_DOCUMENT,
     ) -> BatchResult:
-        """Store the changed documents, each whole; `compact` as `store.write_documents`.
+        """Store the changed documents, each whole; `compact` and `visible` (the documents the
+        writer may replace) as `store.write_documents`.
 
         With `embedding_budget_s` (an HTTP write), no further texts are sent to the embedder
         once that much time has gone: the chunks left are stored without vectors, for the
@@ -107,7 +109,7 @@ class Ingestor:
             with anyio.CancelScope(shield=True):
                 async with self.pool.connection() as conn:
                     statuses = await store.write_documents(
-                        conn, collection, prepared, compact=compact
+                        conn, collection, prepared, visible=visible, compact=compact
                     )
         for item in prepared:
             status = statuses[item.document.external_id]

@@ -18,7 +18,7 @@ from psycopg.types.json import Jsonb
 
 from cari.collection import unknown_language
 from cari.db.queries import query
-from cari.errors import InvalidInput, NotFound
+from cari.errors import Conflict, InvalidInput, NotFound
 from cari.ingest.chunking import NewChunk
 from cari.ingest.formats import Section
 from cari.limits import refuse_nul
@@ -131,6 +131,12 @@ async def stored_hashes(
     return {str(row[0]): str(row[1]) for row in await cur.fetchall()}
 
 
+# The documents a request may see, and so read, replace or delete: a fragment on the documents
+# table (alias `c`) and its parameters (cari.search.filters.compile_documents; empty: all).
+Visible = tuple[sql.Composable, dict[str, Any]]
+EVERY_DOCUMENT: Visible = (sql.SQL(""), {})
+
+
 @dataclass(frozen=True, slots=True)
 class PreparedDocument:
     """A document ready to store: its chunks and their vectors (None: embed later)."""
@@ -145,6 +151,7 @@ async def write_documents(
     collection: CollectionRef,
     batch: Sequence[PreparedDocument],
     *,
+    visible: Visible = EVERY_DOCUMENT,
     compact: bool = True,
 ) -> dict[str, Status]:
     """Store the documents and all their chunks in one transaction (a savepoint when nested),
@@ -157,6 +164,11 @@ async def write_documents(
     its chunks' BM25 postings and HNSW entries, so one statement for a large document (12,000
     chunks of a 9.5 MB text) outlasted the statement timeout; the transaction keeps the
     document whole.
+
+    A document `visible` hides (another tenant's, for a key with a filter) is not replaced: the
+    write is refused (Conflict) and nothing of it stored. The upsert itself leaves such a row
+    alone, so a document another tenant stores under the same id while this batch embeds is
+    safe too, not only one there when the request came.
     """
     # Rows are locked in id order, so concurrent batches sharing documents cannot deadlock.
     batch = sorted(batch, key=lambda p: p.document.external_id)
@@ -168,9 +180,11 @@ async def write_documents(
                 # Moved to another embedder since these were embedded: stored without vectors, the
                 # server's re-embedding gives them the new model's.
                 batch = [PreparedDocument(p.document, p.chunks, None) for p in batch]
+            fragment, params = visible
             cur = await conn.execute(
-                query("documents_upsert"),
+                sql.SQL(query("documents_upsert")).format(filters=fragment),
                 {
+                    **params,
                     "collection_id": collection.id,
                     "external_ids": [p.document.external_id for p in batch],
                     "titles": [p.document.title for p in batch],
@@ -186,6 +200,12 @@ async def write_documents(
                 statuses[external_id] = "created" if created else "updated"
                 if not created:
                     replaced.append(document_id)
+            if visible != EVERY_DOCUMENT and (
+                hidden := await hidden_documents(
+                    conn, collection, [i for i in statuses if i not in written], visible
+                )
+            ):
+                raise taken(collection.name, hidden[0])
             if replaced:
                 await conn.execute(query("documents_chunks_delete"), {"document_ids": replaced})
             if not written:
@@ -308,12 +328,6 @@ async def _known_languages(conn: Conn, names: Collection[str | None]) -> dict[st
     return {str(name): int(oid) for name, oid in await cur.fetchall()}
 
 
-# The documents a request may see: a fragment on the documents table (alias `c`) and its
-# parameters (cari.search.filters.compile_documents; empty: all of them).
-Visible = tuple[sql.Composable, dict[str, Any]]
-EVERY_DOCUMENT: Visible = (sql.SQL(""), {})
-
-
 async def get_document(
     conn: Conn, collection: CollectionRef, external_id: str, visible: Visible
 ) -> dict[str, Any]:
@@ -368,6 +382,16 @@ async def delete_document(
     if await cur.fetchone() is None:
         raise NotFound(f"document '{external_id}' does not exist in '{collection.name}'")
     await compact_statistics(conn, collection)
+
+
+def taken(collection: str, external_id: str) -> Conflict:
+    """A write through a key with a filter naming a document the filter hides. (The 409 tells
+    the key no more than that the id is taken: docs/keys.md says to give each tenant ids of
+    its own.)"""
+    return Conflict(
+        f"document id '{external_id}' is taken in '{collection}' by a document this key "
+        "cannot see: choose another id"
+    )
 
 
 async def hidden_documents(
