@@ -7,6 +7,7 @@ refused once `cari keys revoke` has run (polled: within CARI_KEY_CACHE_TTL_S, 5 
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -188,3 +189,59 @@ def test_an_unknown_action_is_a_usage_error(
     refused = cari(["keys", "create", "k", "-a", "fly", "-c", "*"], cli_env(clean_env, dsn, fake))
     assert refused.returncode == 2
     assert "search" in refused.stderr  # the choices are named
+
+
+def test_writes_racing_a_revocation_are_each_whole_or_refused(
+    dsn: str, fake: FakeOpenAI, clean_env: dict[str, str]
+) -> None:
+    """Writers keep putting documents with a key while it is revoked (read afresh on every
+    request: CARI_KEY_CACHE_TTL_S=0): each write is stored whole or refused with a 401, none
+    fails otherwise, and every write sent after the revocation answered is refused."""
+    env = {**cli_env(clean_env, dsn, fake), "CARI_API_KEYS": ADMIN, "CARI_KEY_CACHE_TTL_S": "0"}
+    text = " ".join(f"Sentence {n} about returning tires within thirty days." for n in range(400))
+    with serving(env) as url, Client(url, api_key=ADMIN) as admin:
+        admin.create_collection(CollectionCreate(name="shop", language="english"))
+        made = admin.create_key(
+            KeyCreate(name="writer", actions=["documents:write"], collections=["shop"])
+        )
+        revoked_at: list[float] = []
+        outcomes: list[tuple[str, float, str]] = []  # (document id, sent at, answer)
+        lock = threading.Lock()
+
+        def write(worker: int) -> None:
+            with Client(url, api_key=made.secret) as writer:
+                for n in range(200):
+                    document_id = f"w{worker}-{n}"
+                    sent = time.monotonic()
+                    try:
+                        writer.put_document("shop", document_id, DocumentIn(text=text))
+                        answer = "stored"
+                    except UnauthorizedError:
+                        answer = "refused"
+                    with lock:
+                        outcomes.append((document_id, sent, answer))
+                    if answer == "refused":
+                        return
+
+        workers = [threading.Thread(target=write, args=(w,)) for w in range(3)]
+        for worker in workers:
+            worker.start()
+        while sum(answer == "stored" for _, _, answer in list(outcomes)) < 6:
+            time.sleep(0.05)
+        admin.revoke_key(made.key.id)
+        revoked_at.append(time.monotonic())
+        for worker in workers:
+            worker.join(120)
+        answers = {answer for _, _, answer in outcomes}
+        assert answers == {"stored", "refused"}, outcomes
+        assert all(answer == "refused" for _, sent, answer in outcomes if sent > revoked_at[0])
+        # Every document has the same text: one stored whole has the chunks they all have.
+        whole = [c.content for c in admin.get_document("shop", outcomes[0][0]).chunks]
+        assert len(whole) > 1
+        for document_id, _, answer in outcomes:
+            if answer == "stored":
+                chunks = admin.get_document("shop", document_id).chunks
+                assert [c.content for c in chunks] == whole, document_id
+            else:
+                with pytest.raises(NotFoundError):
+                    admin.get_document("shop", document_id)
