@@ -330,8 +330,9 @@ async def raw_copy(dsn: str, settings: Settings, rows: Rows, variant: str) -> fl
         collection = await store.collection_ref(conn, COLLECTION)
         async with conn.transaction(force_rollback=True):
             # The documents first (untimed): the rows are the chunks' alone.
+            every, _ = store.EVERY_DOCUMENT
             cur = await conn.execute(
-                query("documents_upsert"),
+                sql.SQL(query("documents_upsert")).format(filters=every),
                 {
                     "collection_id": collection.id,
                     "external_ids": [p.document.external_id for p in rows.prepared],
