@@ -64,7 +64,7 @@ def test_every_scenario_through_real_processes(
     env = {
         **cli_env(clean_env, dsn, fake),
         # Short budgets, so the frozen embedder costs seconds, not the defaults' 2 s x 3 + 30 s.
-        "CARI_EMBEDDING_QUERY_TIMEOUT_S": "0.5",
+        "CARI_EMBEDDING_QUERY_TIMEOUT_S": "2",  # 0.5 s: a healthy first search timed out
         "CARI_WRITE_EMBEDDING_BUDGET_S": "2",
     }
     args = argparse.Namespace(
@@ -122,12 +122,12 @@ def test_every_scenario_through_real_processes(
     assert healthy["vector"]["answered"] == 2
     assert healthy["put"]["status"] == 200 and healthy["put"]["embedded"] is True
     hung = frozen["frozen"]
-    # Every hybrid search answered from keywords, the first after waiting its 0.5 s budget less
+    # Every hybrid search answered from keywords, the first after waiting its 2 s budget less
     # the quarter kept for answering after the wait (cari.search.engine.ANSWER_RESERVE_S);
     # vector searches fail with the embedder's code. How soon they answer is the report's
     # figure, not the test's: upper bounds on times failed on a busy machine.
     assert hung["hybrid"]["answered"] == hung["hybrid"]["degraded"] == 4
-    assert hung["hybrid"]["each_ms"][0] >= 500 * 3 / 4
+    assert hung["hybrid"]["each_ms"][0] >= 2000 * 3 / 4
     assert hung["vector"]["errors"] == {"embedder_unavailable": 2}
     assert hung["put"]["status"] == 200 and hung["put"]["embedded"] is False
     assert frozen["write_budget_s"] == 2
