@@ -14,6 +14,7 @@ CariError                  a message written for the user
 ├── NotFound               a named thing does not exist                         (HTTP 404)
 ├── Conflict               the thing exists already                             (HTTP 409)
 ├── InvalidInput           a field's value is unacceptable                      (HTTP 422)
+├── QuestionFileError      a file of questions or judgements cannot be read (its line)
 └── InvalidBody            the request body cannot be decoded at all            (HTTP 400)
 
 Each kind has a stable `code` the HTTP edge reports beside the message (api/problems.py maps
@@ -157,6 +158,13 @@ class InvalidInput(CariError):
 MISSING_FIELD = "Object missing required field"
 UNKNOWN_FIELD = "Object contains unknown field"
 NAMES_A_FIELD = (MISSING_FIELD, UNKNOWN_FIELD)
+
+
+class QuestionFileError(CariError, ValueError):
+    """A file of questions or of judgements (`cari eval`, `cari tune`) cannot be read: the
+    message names the file, the line and what is wrong."""
+
+    code = "invalid_input"
 
 
 class InvalidBody(CariError):
