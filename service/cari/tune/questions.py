@@ -2,10 +2,10 @@
 
 Questions come as BEIR's `queries.jsonl` (`{"_id", "text"}` a line), as JSON Lines of
 `{"query", "relevant", "id"?}` (`relevant`: document ids, or an object of id: grade), or as
-plain text, one question a line. A file whose first line that is not blank starts with `{` is
-JSON Lines. Judgements come from BEIR's `qrels/*.tsv` (`query-id corpus-id score`, tab-separated,
-a header line allowed) or from the JSON Lines' own `relevant`. Any fault is a QuestionFileError
-naming the file and the line.
+plain text, one question a line. A file named `*.jsonl` (or `.json`, `.ndjson`), or whose first
+line that is not blank starts with `{`, is JSON Lines. Judgements come from BEIR's
+`qrels/*.tsv` (`query-id corpus-id score`, tab-separated, a header line allowed) or from the
+JSON Lines' own `relevant`. Any fault is a QuestionFileError naming the file and the line.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 from cari.errors import QuestionFileError
 
 QRELS_HEADER = ("query-id", "corpus-id", "score")
+JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +80,7 @@ def _read(path: Path) -> list[_Line]:
     first = next((text for _, text in rows if text.strip()), None)
     if first is None:
         raise QuestionFileError(f"{path}: the file holds no question")
-    as_json = first.lstrip().startswith("{")
+    as_json = path.suffix.lower() in JSON_SUFFIXES or first.lstrip().startswith("{")
     for number, text in rows:
         if not text.strip():
             continue
