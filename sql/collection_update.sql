@@ -1,7 +1,7 @@
 -- Change the given settings of a collection (NULL parameters keep the current value, but
 -- no_information changes whenever no_information_set is true, to NULL too, search_threshold
--- whenever search_threshold_set is, and the relevance scale set for the collection whenever
--- relevance_scale_set is).
+-- whenever search_threshold_set is, ef_search whenever ef_search_set is, and the relevance
+-- scale set for the collection whenever relevance_scale_set is).
 -- A new language re-indexes the text that used the old one: the tsvector columns are
 -- generated from `language`, so updating it recomputes them in this same statement (and their
 -- triggers re-index the BM25 postings). k1, b, k3, the typo weight and the title boost apply
@@ -19,6 +19,8 @@ WITH old AS (
         threshold      = coalesce(%(threshold)s, c.threshold),
         search_threshold   = CASE WHEN %(search_threshold_set)s THEN %(search_threshold)s
                                   ELSE c.search_threshold END,
+        ef_search          = CASE WHEN %(ef_search_set)s THEN %(ef_search)s
+                                  ELSE c.ef_search END,
         top_k          = coalesce(%(top_k)s, c.top_k),
         bm25_k1        = coalesce(%(bm25_k1)s, c.bm25_k1),
         bm25_b         = coalesce(%(bm25_b)s, c.bm25_b),
@@ -53,6 +55,6 @@ WITH old AS (
 SELECT name, language::text AS language, search_mode, fusion, vector_weight, keyword_weight,
        rrf_k, threshold, search_threshold, top_k, bm25_k1, bm25_b, bm25_k3, typo_weight, title_boost, pricing_keywords,
        financing_keywords, no_information, embedder, dimensions, next_embedder,
-       relevance_cosine_floor, relevance_cosine_ceiling, relevance_fit,
+       relevance_cosine_floor, relevance_cosine_ceiling, relevance_fit, ef_search,
        created_at, updated_at
 FROM updated;

@@ -175,7 +175,7 @@ EXPLAIN = {
     "relevance_scale": {"cosine_floor": 0.8, "cosine_ceiling": 0.9, "source": "settings"},
     "candidates": {"requested": 50},
     "keyword_engine": "sql",
-    "ef_search": {"requested": 40, "applied": "40"},
+    "ef_search": {"requested": 40, "applied": "40", "source": "settings"},
     "query_vector_cached": False,
     "filters": {},
     "sub_queries": [SUB_QUERY],

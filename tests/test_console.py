@@ -423,16 +423,17 @@ def test_two_settings_side_by_side_then_saved_as_defaults(browser: WebDriver, se
             arrow = "▲" if left.index(chunk) > index else "▼"
             assert move == f"{arrow}{abs(left.index(chunk) - index)}"
     plan = browser.find_element(By.CSS_SELECTOR, "#side-b .plan-body").text
-    assert "16 requested, 16 applied" in plan
+    assert "16 requested (request), 16 applied" in plan
     screenshot(browser, "compare")
 
     before = run(browser, "a")
     browser.find_element(By.CSS_SELECTOR, "#side-b .save").click()
     status = browser.find_element(By.ID, "status")
     wait(browser, lambda _: status.text.startswith("Saved as the defaults of tuned"))
-    # Only what a collection keeps is saved: the weights (ef_search is per search).
+    # Only what a collection keeps is saved: the weights and ef_search (candidates are per
+    # search).
     saved = api(server, "GET", "/collections/tuned")
-    assert (saved["keyword_weight"], saved["vector_weight"]) == (1.0, 0.0)
+    assert (saved["keyword_weight"], saved["vector_weight"], saved["ef_search"]) == (1.0, 0.0, 16)
     rendered(browser, "a", before)
     assert shown_ids(browser, "a") == search_ids(server, "tuned")
     moves = browser.find_elements(By.CSS_SELECTOR, "#side-b .results .move")

@@ -132,7 +132,8 @@ def test_explain_reports_plan_and_timings(shop: TestClient[Any]) -> None:
     response = search(shop, "shop", query="water pump seal", explain=True, ef_search=77, top_k=3)
     explain = response["explain"]
     assert explain["mode"] == "hybrid"
-    assert explain["ef_search"] == {"requested": 77, "applied": "77"}  # read inside the query
+    # read inside the query
+    assert explain["ef_search"] == {"requested": 77, "applied": "77", "source": "request"}
     assert explain["top_k"] == 3 and len(response["results"]) <= 3
     assert set(explain["timings_ms"]) >= {"embed", "keyword", "vector", "fuse", "total"}
     again = search(shop, "shop", query="water pump seal", explain=True)

@@ -99,6 +99,7 @@ async def update(conn: Conn, name: str, changes: CollectionUpdate) -> Collection
     # The fields that can be set back to NULL, so NULL cannot mean "unchanged" for them.
     params["no_information_set"] = changes.no_information is not msgspec.UNSET
     params["search_threshold_set"] = changes.search_threshold is not msgspec.UNSET
+    params["ef_search_set"] = changes.ef_search is not msgspec.UNSET
     scale = changes.relevance_scale
     params["relevance_scale_set"] = scale is not msgspec.UNSET
     del params["relevance_scale"]

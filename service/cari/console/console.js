@@ -15,6 +15,7 @@ const DEFAULTS = {
   threshold: "search_threshold", // a search's; answers apply the collection's `threshold`
   top_k: "top_k",
   rrf_k: "rrf_k",
+  ef_search: "ef_search", // `cari tune ef-search --apply` stores it too
 };
 // What the answer endpoint accepts of the settings.
 const ANSWER_SETTINGS = ["mode", "top_k", "threshold", "filters"];
@@ -297,7 +298,7 @@ async function saveDefaults() {
     if (setting in chosen) change[field] = chosen[setting];
   }
   if (!Object.keys(change).length) {
-    setStatus("B sets none of the collection's defaults (ef_search, candidates and filters are per search).");
+    setStatus("B sets none of the collection's defaults (candidates and filters are per search).");
     return;
   }
   const name = state.collection.name;

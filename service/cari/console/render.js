@@ -227,7 +227,7 @@ export function plan(container, response) {
     ["fusion", x.mode === "hybrid" ? `${x.fusion}${x.fusion === "rrf" ? ` (k ${x.rrf_k})` : ""}` : "none (one list)"],
     ["weights", tokens ? `${weights} — keyword boosted for exact tokens: ${tokens}` : weights],
     ["threshold", `${x.threshold ?? "none: the top k ranked"}; top k ${x.top_k}`],
-    ["ef_search", `${x.ef_search.requested} requested, ${x.ef_search.applied ?? "–"} applied`],
+    ["ef_search", `${x.ef_search.requested} requested (${x.ef_search.source}), ${x.ef_search.applied ?? "–"} applied`],
     ["candidates", `${x.candidates.requested} per retriever`],
     ["query vector", x.query_vector_cached ? "from the cache" : "embedded now"],
     ["filters", Object.keys(x.filters).length ? JSON.stringify(x.filters) : "none"],

@@ -11,6 +11,7 @@ import msgspec
 from cari.limits import (
     EMBEDDER_NAME_PATTERN,
     MAX_SYNONYM_RULES,
+    EfSearch,
     Method,
     Mode,
     RrfK,
@@ -120,6 +121,14 @@ SearchThreshold = Annotated[
         "each with its relevance and band."
     ),
 ]
+CollectionEfSearch = Annotated[
+    EfSearch,
+    msgspec.Meta(
+        description="The HNSW `ef_search` of this collection's vector searches when the request "
+        "sets none (`cari tune ef-search --apply` measures and stores it); null (the default): "
+        "the server's CARI_HNSW_EF_SEARCH."
+    ),
+]
 TitleBoost = Annotated[
     float, msgspec.Meta(ge=0, le=100, description="How much a title word counts vs a body word.")
 ]
@@ -169,6 +178,7 @@ class Collection(msgspec.Struct, kw_only=True):
     search_threshold: float | None = None  # what searches apply; None: no cut
     relevance_scale: RelevanceScale | None = None  # set for the collection: wins over the fit
     relevance_fit: dict[str, Any] | None = None  # cari.search.fit: scale, chunks, embedder, when
+    ef_search: int | None = None  # None: the server's CARI_HNSW_EF_SEARCH
 
 
 class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -191,6 +201,7 @@ class CollectionCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     financing_keywords: Keywords = msgspec.field(default_factory=lambda: list(FINANCING_KEYWORDS))
     no_information: NoInformation | None = None
     embedder: EmbedderName | None = None
+    ef_search: CollectionEfSearch | None = None
 
 
 class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -214,6 +225,7 @@ class CollectionUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     financing_keywords: Keywords | msgspec.UnsetType = msgspec.UNSET
     no_information: NoInformation | msgspec.UnsetType | None = msgspec.UNSET  # null: the default
     relevance_scale: RelevanceScaleSetting | msgspec.UnsetType | None = msgspec.UNSET  # null: fit
+    ef_search: CollectionEfSearch | msgspec.UnsetType | None = msgspec.UNSET  # null: the server's
 
 
 Rule = Annotated[

@@ -22,6 +22,8 @@ from cari.limits import (
 ResultKind = Literal["chunk", "catalog", "financing"]
 SignalName = Literal["exact_token", "general"]
 TokenKind = Literal["sku", "error_code", "uuid", "hex_id", "version"]
+# Where a search's ef_search came from: the request, the collection's setting, the server's.
+EfSearchSource = Literal["request", "collection", "settings"]
 
 
 class SearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -121,6 +123,7 @@ class CandidatesExplain(msgspec.Struct):
 class EfSearchExplain(msgspec.Struct):
     requested: int
     applied: str | None  # as the server read it inside the query
+    source: EfSearchSource
 
 
 class WeighedChunk(msgspec.Struct):

@@ -62,7 +62,9 @@ def explain(
         relevance_scale=ScaleExplain(scale.cosine_floor, scale.cosine_ceiling, first.scale_source),
         candidates=CandidatesExplain(requested=plan.candidates),
         keyword_engine=keyword_engine,
-        ef_search=EfSearchExplain(requested=plan.ef_search, applied=first.applied_ef),
+        ef_search=EfSearchExplain(
+            requested=plan.ef_search, applied=first.applied_ef, source=plan.ef_search_source
+        ),
         query_vector_cached=bool(embedded) and all(p.cached for p in embedded),
         filters=request.filters or {},
         sub_queries=[_part(p, plan, default_scale) for p in parts],

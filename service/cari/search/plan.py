@@ -11,7 +11,7 @@ import numpy as np
 from cari.db.keyword_damage import DamagedBlock
 from cari.db.vector_space import Space
 from cari.limits import Method, Mode
-from cari.schema.search import SearchRequest
+from cari.schema.search import EfSearchSource, SearchRequest
 from cari.search import relevance, signals
 from cari.search.decompose import Decomposition
 from cari.search.fusion import Candidate, Fused
@@ -39,6 +39,7 @@ class SearchCollection:
     financing_keywords: list[str]
     embedder: str | None  # None: the default one
     typo_weight: float  # 0: no typo corrected, and the vector side embeds the question as typed
+    ef_search: int | None  # None: the server's
     # Its relevance scale: set for it (wins), fitted to it (cari.search.fit; None when absent
     # or fitted for another embedder), else the embedder's.
     relevance_cosine_floor: float | None
@@ -69,6 +70,7 @@ class Plan:
     threshold: float | None  # None: no cut, the top k ranked
     candidates: int
     ef_search: int
+    ef_search_source: EfSearchSource
     depth: int  # fused chunks whose relevance is weighed, per sub-query
     # The share of the threshold a chunk beside one that reaches it needs (relevance.keep):
     # a search's SUPPORT, an answer's ANSWER_SUPPORT.
@@ -104,6 +106,7 @@ def plan(
     # one, only the top k are returned, so only they are weighed (its statement is ~20 % faster
     # for 10 chunks than for 20).
     depth = top_k if threshold is None else max(2 * top_k, EVIDENCE_DEPTH)
+    ef_search, ef_search_source = _ef_search(request, collection, settings)
     candidates = request.candidates or settings.search_candidates
     if mode != "hybrid":
         # A lone list is returned as it comes: candidates past those weighed are not used.
@@ -116,10 +119,21 @@ def plan(
         top_k=top_k,
         threshold=threshold,
         candidates=candidates,
-        ef_search=request.ef_search or settings.hnsw_ef_search,
+        ef_search=ef_search,
+        ef_search_source=ef_search_source,
         depth=depth,
         support=support,
     )
+
+
+def _ef_search(
+    request: SearchRequest, collection: SearchCollection, settings: Settings
+) -> tuple[int, EfSearchSource]:
+    if request.ef_search is not None:
+        return request.ef_search, "request"
+    if collection.ef_search is not None:
+        return collection.ef_search, "collection"
+    return settings.hnsw_ef_search, "settings"
 
 
 def _pick(requested: float | None, default: float) -> float:
