@@ -29,6 +29,7 @@ from cari.api.openapi import DocumentedAsPlugin, ZeroBoundsPlugin, state_rules
 from cari.api.path_ids import nul_free
 from cari.api.request_ids import RequestIdMiddleware, echo_request_id
 from cari.api.search import search
+from cari.api.tune import tune_ef_search
 from cari.db import migrations
 from cari.keys import StoredKeys
 from cari.mcp.server import http_sessions
@@ -67,6 +68,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             search,
             answer,
             tool,
+            tune_ef_search,
         ],
         guards=[authorize, nul_free],
         dependencies={"conn": Provide(provide_conn)},

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from cari.cli import bm25, catalog, documents, keys, relevance, search, server, synonyms
+from cari.cli import bm25, catalog, documents, keys, relevance, search, server, synonyms, tune
 
 
 @click.group(help="Cari: hybrid search and RAG where all retrieval lives in PostgreSQL.")
@@ -30,5 +30,6 @@ for command in (
     catalog.catalog,
     catalog.rates,
     keys.keys,
+    tune.tune,
 ):
     main.add_command(command)

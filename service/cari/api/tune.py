@@ -1,0 +1,52 @@
+"""POST /v1/collections/{collection}/tune/ef-search: `cari tune ef-search` over HTTP."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from litestar import post
+from litestar.openapi.spec import Example
+from litestar.params import Body
+
+from cari.api.auth import requires
+from cari.api.openapi import CollectionName, V1Operation
+from cari.api.problems import responses
+from cari.api.state import AppState
+from cari.schema.tune import EfSearchTuneRequest, EfSearchTuning
+from cari.tune import ef_search
+
+SAMPLED = Example(
+    summary="200 of the collection's chunks as questions, recall@10 of 0.99",
+    value={"sample": 200, "k": 10, "recall": 0.99},
+)
+
+
+@post(
+    "/collections/{collection:str}/tune/ef-search",
+    summary="Measure HNSW recall and latency per ef_search",
+    description=(
+        "For each ef_search (`values`), the mean recall@k of the collection's HNSW index "
+        "against the exact top k (every vector read, in the same snapshot), with its 95 % "
+        "bootstrap interval, the searches' p50/p95 latency, and whether PostgreSQL walked the "
+        "HNSW index (`index_used`; a small collection may be read exactly instead); "
+        "`recommended` is the smallest value walking the index that reaches `recall`, null "
+        "when none does. Questions: `questions`, embedded as searches embed them, or "
+        "`sample` chunks of the collection, each chunk's vector a question. `filters` as a "
+        "search's: recall within what they allow. `apply: true` stores the recommendation as "
+        "the collection's `ef_search`, which searches use when the request sets none. Takes "
+        "seconds to minutes: 200 questions at 10 values are 2,400 searches."
+    ),
+    status_code=200,
+    tags=["collections"],
+    operation_id="tuneEfSearch",
+    responses=responses(400, 404, 413, 422, 503),
+    operation_class=V1Operation,
+    opt=requires("collections:manage"),
+)
+async def tune_ef_search(
+    state: AppState,
+    collection: CollectionName,
+    data: Annotated[EfSearchTuneRequest, Body(examples=[SAMPLED])],
+) -> EfSearchTuning:
+    rt = state.runtime
+    return await ef_search.tune(rt.pool, collection, data, rt.embedders, rt.settings)

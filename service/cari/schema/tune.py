@@ -1,0 +1,97 @@
+"""`cari tune ef-search` and `POST /v1/collections/{collection}/tune/ef-search`: HNSW recall
+against the exact top k, and latency, per `ef_search` (cari.tune.ef_search)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from cari.limits import EfSearch, QueryText, TopK
+
+# The ef_search values measured unless the request names its own: pgvector's default (40) and
+# Cari's (100) among them, up to where recall on most data has long stopped growing.
+EF_SEARCH_VALUES = (10, 20, 40, 60, 80, 100, 150, 200, 300, 400)
+MAX_TUNING_QUESTIONS = 1000
+
+TuningQuestions = Annotated[
+    list[QueryText],
+    msgspec.Meta(
+        min_length=1,
+        max_length=MAX_TUNING_QUESTIONS,
+        description="Questions to measure on, embedded as searches embed them; unset: `sample` "
+        "of the collection's own chunks, each chunk's vector a question (itself excluded from "
+        "the results).",
+    ),
+]
+Sample = Annotated[
+    int,
+    msgspec.Meta(
+        ge=1,
+        le=MAX_TUNING_QUESTIONS,
+        description="Chunks drawn as questions when no `questions` are given.",
+    ),
+]
+RecallTarget = Annotated[
+    float,
+    msgspec.Meta(
+        gt=0,
+        le=1,
+        description="The recall@k the recommended ef_search reaches: the smallest value whose "
+        "mean recall is at least this.",
+    ),
+]
+
+
+class EfSearchTuneRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    questions: TuningQuestions | None = None
+    sample: Sample = 200
+    seed: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] = 0
+    k: TopK = 10
+    recall: RecallTarget = 0.99
+    values: (
+        Annotated[
+            list[EfSearch],
+            msgspec.Meta(
+                min_length=1,
+                max_length=20,
+                description="The ef_search values to measure; unset: "
+                + ", ".join(map(str, EF_SEARCH_VALUES))
+                + ".",
+            ),
+        ]
+        | None
+    ) = None
+    filters: dict[str, Any] | None = None  # as a search's: recall within what they allow
+    apply: bool = False  # store the recommendation as the collection's ef_search
+
+
+class EfSearchPoint(msgspec.Struct):
+    """One ef_search measured: the mean recall@k over the questions (with its 95 % bootstrap
+    interval), each question's search latency, and whether PostgreSQL searched through the
+    HNSW index (false: it read the collection exactly, as it may for a small one)."""
+
+    ef_search: int
+    recall: float
+    recall_low: float
+    recall_high: float
+    p50_ms: float
+    p95_ms: float
+    index_used: bool
+
+
+class EfSearchTuning(msgspec.Struct):
+    collection: str
+    questions: int
+    questions_from: Literal["given", "sample"]
+    k: int
+    target: float
+    filters: dict[str, Any] | None
+    exact_p50_ms: float  # the exact scan recall is measured against, per question
+    points: list[EfSearchPoint]
+    # The smallest value searched through the index that reaches the target; None: none did
+    recommended: int | None
+    # What the collection's searches used before this tuning, and from where.
+    current: int
+    current_source: Literal["collection", "settings"]
+    applied: bool
