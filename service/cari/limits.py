@@ -26,13 +26,13 @@ DocumentId = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
 # An evaluation (`cari eval`, `POST …/eval`): the modes it measures ("default": the
 # collection's own, no mode set); its Recall@k's k, the chunks each of its searches returns
 # (they run in process, so are not held to TopK, but to what one retriever returns at most:
-# Candidates); its questions per request and documents judged per question; a judgement's grade
-# (0: not relevant).
+# Candidates); its questions per request and documents judged per question; a relevant
+# document's grade (higher: more relevant; a request names only relevant documents).
 EvalMode = Literal["keyword", "vector", "hybrid", "default"]
 RecallDepth = Annotated[int, msgspec.Meta(ge=1, le=1000)]
 MAX_EVAL_QUESTIONS = 1000
 MAX_JUDGED = 1000
-Grade = Annotated[int, msgspec.Meta(ge=0, le=1000)]
+Grade = Annotated[int, msgspec.Meta(ge=1, le=1000)]
 
 # Names: an embedder's (in CARI_EMBEDDERS and a collection's `embedder`), a text-search
 # configuration's (a document's `language`; unanchored, as msgspec matches a pattern).

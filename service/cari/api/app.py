@@ -21,6 +21,7 @@ from cari.api.catalog import CatalogController, FinancingRatesController
 from cari.api.collections import CollectionsController
 from cari.api.consistency import ConsistencyTokenMiddleware, provide_conn
 from cari.api.documents import DocumentsController
+from cari.api.evaluate import evaluate_collection
 from cari.api.health import healthz, readyz
 from cari.api.keys import KeysController, access
 from cari.api.mcp import mcp
@@ -66,6 +67,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             KeysController,
             access,
             search,
+            evaluate_collection,
             answer,
             tool,
             tune_ef_search,

@@ -26,7 +26,7 @@ from litestar.plugins import OpenAPISchemaPlugin
 from litestar.typing import FieldDefinition
 
 from cari.api import problems
-from cari.limits import MAX_OFFSET, NUL_FREE
+from cari.limits import MAX_JUDGED, MAX_OFFSET, NUL_FREE, Grade, bounds
 from cari.schema.answer import EVENTS
 from cari.schema.catalog import FRACTION_BELOW, FRACTION_TEXT, PRICE_BELOW, PRICE_TEXT
 from cari.schema.consistency import HEADER, TOKEN_DESCRIPTION, TOKEN_PATTERN
@@ -189,6 +189,8 @@ _CLOSED = (
     "CollectionUpdate",
     "DocumentBatch",
     "DocumentIn",
+    "EvalQuestion",
+    "EvalRequest",
     "FinancingRateIn",
     "RelevanceScale",
     "SearchRequest",
@@ -218,8 +220,9 @@ def state_rules(openapi: OpenAPI, embedders: list[str]) -> None:
             for array in [words, *(words.one_of or [])]:
                 if isinstance(array, Schema) and isinstance(array.items, Schema):
                     array.items.min_length, array.items.max_length = 1, 64
-    for name in ("SearchRequest", "AnswerRequest"):
+    for name in ("SearchRequest", "AnswerRequest", "EvalQuestion"):
         _property(schemas[name], "query").pattern = NOT_BLANK
+    _judged(_property(schemas["EvalQuestion"], "relevant"))
     for name in ("SearchRequest", "AnswerRequest"):
         filters = _property(schemas[name], "filters")
         for shape in filters.one_of or []:
@@ -288,6 +291,23 @@ def state_rules(openapi: OpenAPI, embedders: list[str]) -> None:
     ):
         free = _property(schemas[name], field)
         free.property_names, free.additional_properties = _NUL_FREE, _ref("JsonValue")
+
+
+def _judged(relevant: Schema) -> None:
+    """A question's relevant documents, ids or ids and grades: the bounds of each shape, which
+    Litestar leaves out of a union."""
+    document_id = Schema(type=OpenAPIType.STRING, min_length=1, max_length=512)
+    for shape in relevant.one_of or []:
+        assert isinstance(shape, Schema)
+        if shape.type == OpenAPIType.ARRAY:
+            shape.items, shape.min_items, shape.max_items = document_id, 1, MAX_JUDGED
+        else:
+            shape.property_names = dataclasses.replace(document_id, pattern=NUL_FREE)
+            shape.min_properties, shape.max_properties = 1, MAX_JUDGED
+            least, greatest = bounds(Grade)
+            shape.additional_properties = Schema(
+                type=OpenAPIType.INTEGER, minimum=least, maximum=greatest
+            )
 
 
 def _ref(name: str) -> Reference:

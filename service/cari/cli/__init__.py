@@ -6,7 +6,18 @@ from __future__ import annotations
 
 import click
 
-from cari.cli import bm25, catalog, documents, keys, relevance, search, server, synonyms, tune
+from cari.cli import (
+    bm25,
+    catalog,
+    documents,
+    evaluate,
+    keys,
+    relevance,
+    search,
+    server,
+    synonyms,
+    tune,
+)
 
 
 @click.group(help="Cari: hybrid search and RAG where all retrieval lives in PostgreSQL.")
@@ -25,6 +36,7 @@ for command in (
     relevance.refit,
     search.search,
     search.ask,
+    evaluate.evaluate,
     bm25.bm25,
     synonyms.synonyms,
     catalog.catalog,

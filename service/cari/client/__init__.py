@@ -48,6 +48,7 @@ from cari.schema.catalog import (
 )
 from cari.schema.collections import Collection, CollectionCreate, CollectionUpdate, Synonyms
 from cari.schema.documents import Deleted, Document, DocumentIn, DocumentSummary, IngestResponse
+from cari.schema.evaluate import EvalQuestion, EvalReport, EvalRequest
 from cari.schema.health import Health, Readiness
 from cari.schema.keys import Key, KeyAccess, KeyCreate, KeyCreated
 from cari.schema.search import SearchRequest, SearchResponse, SearchResult
@@ -75,6 +76,9 @@ __all__ = [
     "DocumentIn",
     "DocumentSummary",
     "Done",
+    "EvalQuestion",
+    "EvalReport",
+    "EvalRequest",
     "EventData",
     "Failed",
     "FinancingRate",

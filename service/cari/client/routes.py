@@ -47,6 +47,7 @@ from cari.schema.documents import (
     DocumentPage,
     IngestResponse,
 )
+from cari.schema.evaluate import EvalReport, EvalRequest
 from cari.schema.health import Health, Readiness
 from cari.schema.keys import Key, KeyAccess, KeyCreate, KeyCreated
 from cari.schema.search import SearchRequest, SearchResponse
@@ -190,6 +191,9 @@ ANSWER_QUESTION: Route[AnswerResponse] = Route(
     "answerQuestion", "POST", COLLECTION + "/answer", AnswerResponse, AnswerRequest
 )
 GET_SEARCH_TOOL: Route[Tool] = Route("getSearchTool", "GET", COLLECTION + "/tool", Tool)
+EVALUATE_COLLECTION: Route[EvalReport] = Route(
+    "evaluateCollection", "POST", COLLECTION + "/eval", EvalReport, EvalRequest
+)
 KEYS = "/v1/keys"
 CREATE_KEY: Route[KeyCreated] = Route("createKey", "POST", KEYS, KeyCreated, KeyCreate)
 LIST_KEYS: Route[list[Key]] = Route("listKeys", "GET", KEYS, list[Key])

@@ -22,15 +22,15 @@ Relevant = Annotated[
     | Annotated[list[DocumentId], msgspec.Meta(min_length=1, max_length=MAX_JUDGED)],
     msgspec.Meta(
         description="The question's relevant documents (their ids): a list, each of grade 1, "
-        "or an object of id: grade (0 not relevant; higher, more relevant: nDCG's gain)."
+        "or an object of id: grade (1 or more; higher, more relevant: nDCG's gain)."
     ),
 ]
 QuestionId = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
 
 
 class EvalQuestion(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A question and what answers it; its `id` (in the report's losses) defaults to its
-    1-based position."""
+    """A question and what answers it; its `id`, which names it in the report's losses,
+    defaults to its 1-based position."""
 
     query: QueryText
     relevant: Relevant

@@ -36,6 +36,7 @@ from cari.schema.documents import (
     DocumentSummary,
     IngestResponse,
 )
+from cari.schema.evaluate import EvalReport, EvalRequest
 from cari.schema.health import Health, Readiness
 from cari.schema.keys import Key, KeyAccess, KeyCreate, KeyCreated
 from cari.schema.search import SearchRequest, SearchResponse
@@ -225,6 +226,10 @@ class AsyncClient:
 
     async def get_search_tool(self, collection: str) -> Tool:
         return await self._send(routes.GET_SEARCH_TOOL.call(collection=collection))
+
+    async def evaluate_collection(self, collection: str, request: EvalRequest) -> EvalReport:
+        """The collection's ranking quality per mode on judged questions (`cari eval`)."""
+        return await self._send(routes.EVALUATE_COLLECTION.call(request, collection=collection))
 
     # -- API keys (a key allowed `keys:manage`; `get_access`: any key) ---------------------
 

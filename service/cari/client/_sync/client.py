@@ -36,6 +36,7 @@ from cari.schema.documents import (
     DocumentSummary,
     IngestResponse,
 )
+from cari.schema.evaluate import EvalReport, EvalRequest
 from cari.schema.health import Health, Readiness
 from cari.schema.keys import Key, KeyAccess, KeyCreate, KeyCreated
 from cari.schema.search import SearchRequest, SearchResponse
@@ -216,6 +217,10 @@ class Client:
 
     def get_search_tool(self, collection: str) -> Tool:
         return self._send(routes.GET_SEARCH_TOOL.call(collection=collection))
+
+    def evaluate_collection(self, collection: str, request: EvalRequest) -> EvalReport:
+        """The collection's ranking quality per mode on judged questions (`cari eval`)."""
+        return self._send(routes.EVALUATE_COLLECTION.call(request, collection=collection))
 
     # -- API keys (a key allowed `keys:manage`; `get_access`: any key) ---------------------
 
