@@ -30,7 +30,7 @@ from cari.api.openapi import DocumentedAsPlugin, ZeroBoundsPlugin, state_rules
 from cari.api.path_ids import nul_free
 from cari.api.request_ids import RequestIdMiddleware, echo_request_id
 from cari.api.search import search
-from cari.api.tune import tune_ef_search
+from cari.api.tune import tune_ef_search, tune_fusion
 from cari.db import migrations
 from cari.keys import StoredKeys
 from cari.mcp.server import http_sessions
@@ -71,6 +71,7 @@ def create_app(settings: Settings, dsn: str | None = None) -> Litestar:
             answer,
             tool,
             tune_ef_search,
+            tune_fusion,
         ],
         guards=[authorize, nul_free],
         dependencies={"conn": Provide(provide_conn)},

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,7 +15,7 @@ from cari.cli.common import print_table, run, settings, user_errors
 
 if TYPE_CHECKING:
     from cari.runtime import Runtime
-    from cari.schema.tune import EfSearchTuning
+    from cari.schema.tune import EfSearchTuning, FusionConfig, FusionTuning
 
 
 @click.group(help="Measure a collection on its own data and tune its settings.")
@@ -79,24 +81,9 @@ def ef_search(
     )
 
     async def work(rt: Runtime) -> EfSearchTuning:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-        with Progress(
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        ) as bar:
-            task = bar.add_task("searches", total=None)
+        with _progress() as advance:
             return await tuning.tune(
-                rt.pool,
-                collection,
-                request,
-                rt.embedders,
-                rt.settings,
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
+                rt.pool, collection, request, rt.embedders, rt.settings, progress=advance
             )
 
     try:
@@ -146,3 +133,91 @@ def _print(result: EfSearchTuning) -> None:
             f"recommended: ef_search {result.recommended} (recall ≥ {result.target}); {now}; "
             "--apply stores it"
         )
+
+
+@tune.command(
+    "fusion",
+    help="Which fusion method and weights rank the collection's judged questions best: each "
+    "method (zscore, minmax, rrf) at vector shares 0.1-0.9, and the collection's defaults, run "
+    "as hybrid searches; the gain over the defaults is cross-validated (each fold scored with "
+    "the configuration best on the others), with its 95 % bootstrap interval. --apply stores "
+    "the best configuration only when that interval lies above zero. Questions and judgements "
+    "as `cari eval` reads them. Runs as a batch job.",
+)
+@click.option("-c", "--collection", required=True, help="Collection to tune.")
+@click.option(
+    "--questions",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help='BEIR queries.jsonl, or JSON Lines of {"query", "relevant": [ids]}.',
+)
+@click.option(
+    "--qrels",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help='BEIR judgements (qrels/*.tsv). Without: each line\'s "relevant".',
+)
+@click.option("--folds", type=click.IntRange(2, 10), default=5, show_default=True)
+@click.option("--apply", is_flag=True, help="Store the best, if its gain is beyond the noise.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@user_errors
+def fusion(
+    collection: str, questions: Path, qrels: Path | None, folds: int, apply: bool, as_json: bool
+) -> None:
+    from cari.tune import fusion as tuning
+    from cari.tune.questions import read_judged
+
+    judged = read_judged(questions, qrels)
+
+    async def work(rt: Runtime) -> FusionTuning:
+        with _progress() as advance:
+            return await tuning.tune(
+                rt.searcher, rt.pool, collection, judged, folds=folds, apply=apply, progress=advance
+            )
+
+    try:
+        result = run(work, settings(), batch=True)
+    except KeyboardInterrupt:
+        click.echo("stopped: nothing was changed", err=True)
+        raise SystemExit(130) from None
+    if as_json:
+        click.echo(msgspec.json.encode(result).decode())
+        return
+    click.echo(f"{result.collection}: nDCG@10 on {result.questions} judged questions")
+    print_table(
+        ["fusion", "nDCG@10"],
+        [[_config(s.config), f"{s.ndcg_at_10:.4f}"] for s in [result.defaults, *result.best]],
+    )
+    click.echo(
+        f"gain of tuning ({result.folds}-fold cross-validated): {result.gain:+.4f} "
+        f"[{result.gain_low:+.4f}, {result.gain_high:+.4f}]"
+    )
+    best = _config(result.recommended)
+    if result.applied:
+        click.echo(f"applied: the collection's defaults are now {best}")
+    elif result.gain_low > 0:
+        click.echo(f"recommended: {best}; --apply stores it")
+    else:
+        click.echo(f"best here: {best}, but the gain is within the noise: the defaults stay")
+
+
+def _config(config: FusionConfig | None) -> str:
+    if config is None:
+        return "the collection's defaults"
+    return f"{config.method}, vector share {config.vector_share:.1f}"
+
+
+@contextmanager
+def _progress() -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr, gone when the work is done; yields what advances it."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    with Progress(
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("searches", total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)

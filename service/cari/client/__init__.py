@@ -53,6 +53,13 @@ from cari.schema.health import Health, Readiness
 from cari.schema.keys import Key, KeyAccess, KeyCreate, KeyCreated
 from cari.schema.search import SearchRequest, SearchResponse, SearchResult
 from cari.schema.tool import Tool
+from cari.schema.tune import (
+    EfSearchTuneRequest,
+    EfSearchTuning,
+    FusionConfig,
+    FusionTuneRequest,
+    FusionTuning,
+)
 
 __all__ = [
     "APIError",
@@ -76,6 +83,8 @@ __all__ = [
     "DocumentIn",
     "DocumentSummary",
     "Done",
+    "EfSearchTuneRequest",
+    "EfSearchTuning",
     "EvalQuestion",
     "EvalReport",
     "EvalRequest",
@@ -84,6 +93,9 @@ __all__ = [
     "FinancingRate",
     "FinancingRateIn",
     "ForbiddenError",
+    "FusionConfig",
+    "FusionTuneRequest",
+    "FusionTuning",
     "Health",
     "IngestResponse",
     "InvalidInputError",

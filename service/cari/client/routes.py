@@ -52,6 +52,7 @@ from cari.schema.health import Health, Readiness
 from cari.schema.keys import Key, KeyAccess, KeyCreate, KeyCreated
 from cari.schema.search import SearchRequest, SearchResponse
 from cari.schema.tool import Tool
+from cari.schema.tune import EfSearchTuneRequest, EfSearchTuning, FusionTuneRequest, FusionTuning
 
 T = TypeVar("T")
 
@@ -193,6 +194,12 @@ ANSWER_QUESTION: Route[AnswerResponse] = Route(
 GET_SEARCH_TOOL: Route[Tool] = Route("getSearchTool", "GET", COLLECTION + "/tool", Tool)
 EVALUATE_COLLECTION: Route[EvalReport] = Route(
     "evaluateCollection", "POST", COLLECTION + "/eval", EvalReport, EvalRequest
+)
+TUNE_EF_SEARCH: Route[EfSearchTuning] = Route(
+    "tuneEfSearch", "POST", COLLECTION + "/tune/ef-search", EfSearchTuning, EfSearchTuneRequest
+)
+TUNE_FUSION: Route[FusionTuning] = Route(
+    "tuneFusion", "POST", COLLECTION + "/tune/fusion", FusionTuning, FusionTuneRequest
 )
 KEYS = "/v1/keys"
 CREATE_KEY: Route[KeyCreated] = Route("createKey", "POST", KEYS, KeyCreated, KeyCreate)

@@ -7,7 +7,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from cari.limits import EfSearch, QueryText, TopK
+from cari.limits import MAX_EVAL_QUESTIONS, EfSearch, Method, QueryText, TopK
+from cari.schema.evaluate import EvalQuestion
 
 # The ef_search values measured unless the request names its own: pgvector's default (40) and
 # Cari's (100) among them, up to where recall on most data has long stopped growing.
@@ -95,3 +96,46 @@ class EfSearchTuning(msgspec.Struct):
     current: int
     current_source: Literal["collection", "settings"]
     applied: bool
+
+
+class FusionTuneRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    questions: Annotated[
+        list[EvalQuestion], msgspec.Meta(min_length=2, max_length=MAX_EVAL_QUESTIONS)
+    ]
+    folds: Annotated[
+        int,
+        msgspec.Meta(
+            ge=2,
+            le=10,
+            description="Cross-validation folds: each is scored with the configuration best "
+            "on the others.",
+        ),
+    ] = 5
+    apply: bool = False  # store the best configuration, if its gain is beyond the noise
+
+
+class FusionConfig(msgspec.Struct, frozen=True):
+    """A hybrid search's fusion: its method, and the vector weight's share of the two weights
+    (the keyword weight is 1 - share)."""
+
+    method: Method
+    vector_share: float
+
+
+class Scored(msgspec.Struct):
+    config: FusionConfig | None  # None: the collection's defaults
+    ndcg_at_10: float  # the mean over the questions
+
+
+class FusionTuning(msgspec.Struct, kw_only=True):
+    collection: str
+    questions: int
+    folds: int
+    defaults: Scored
+    best: list[Scored]  # the configurations best on all the questions, best first
+    # The cross-validated gain in nDCG@10 over the defaults, and its 95 % bootstrap interval.
+    gain: float
+    gain_low: float
+    gain_high: float
+    recommended: FusionConfig  # the best on all the questions
+    applied: bool  # only when requested and the interval lies above 0

@@ -41,6 +41,7 @@ from cari.schema.health import Health, Readiness
 from cari.schema.keys import Key, KeyAccess, KeyCreate, KeyCreated
 from cari.schema.search import SearchRequest, SearchResponse
 from cari.schema.tool import Tool
+from cari.schema.tune import EfSearchTuneRequest, EfSearchTuning, FusionTuneRequest, FusionTuning
 
 T = TypeVar("T")
 STREAM = {"accept": "text/event-stream"}
@@ -221,6 +222,16 @@ class Client:
     def evaluate_collection(self, collection: str, request: EvalRequest) -> EvalReport:
         """The collection's ranking quality per mode on judged questions (`cari eval`)."""
         return self._send(routes.EVALUATE_COLLECTION.call(request, collection=collection))
+
+    def tune_ef_search(self, collection: str, request: EfSearchTuneRequest) -> EfSearchTuning:
+        """HNSW recall against the exact top k, and latency, per ef_search; `apply` stores the
+        recommendation (`cari tune ef-search`)."""
+        return self._send(routes.TUNE_EF_SEARCH.call(request, collection=collection))
+
+    def tune_fusion(self, collection: str, request: FusionTuneRequest) -> FusionTuning:
+        """The fusion that ranks judged questions best, its gain cross-validated; `apply`
+        stores it when the gain is beyond the noise (`cari tune fusion`)."""
+        return self._send(routes.TUNE_FUSION.call(request, collection=collection))
 
     # -- API keys (a key allowed `keys:manage`; `get_access`: any key) ---------------------
 
