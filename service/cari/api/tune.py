@@ -32,7 +32,7 @@ SAMPLED = Example(
         "HNSW index (`index_used`; a small collection may be read exactly instead); "
         "`recommended` is the smallest value walking the index that reaches `recall`, null "
         "when none does. Questions: `questions`, embedded as searches embed them, or "
-        "`sample` chunks of the collection, each chunk's vector a question. `filters` as a "
+        "key-phrase questions made of `sample` chunks of the collection. `filters` as a "
         "search's: recall within what they allow. `apply: true` stores the recommendation as "
         "the collection's `ef_search`, which searches use when the request sets none. Takes "
         "seconds to minutes: 200 questions at 10 values are 2,400 searches."

@@ -28,8 +28,8 @@ def tune() -> None:
     help="Recall@k of the collection's HNSW index against the exact top k (a scan of every "
     "vector, in the same snapshot), and search latency, at each ef_search; recommends the "
     "smallest value reaching --recall. Questions from --questions FILE (one per line, a BEIR "
-    'queries.jsonl, or a JSONL of {"query": ...}), else --sample chunks of the collection, '
-    "each chunk's own vector a question. Runs as a batch job.",
+    'queries.jsonl, or a JSONL of {"query": ...}), else key-phrase questions made of --sample '
+    "chunks of the collection (each one's rarest words). Runs as a batch job.",
 )
 @click.option("-c", "--collection", required=True, help="Collection to measure.")
 @click.option(
@@ -42,6 +42,11 @@ def tune() -> None:
 @click.option("--values", help="ef_search values, comma-separated [10,20,40,...,400].")
 @click.option("--filter", "filters", help="Search filters as JSON, e.g. '{\"metadata\": {...}}'.")
 @click.option("--apply", is_flag=True, help="Store the recommendation as the collection's own.")
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="Also draw recall against latency per ef_search into FILE.svg.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @user_errors
 def ef_search(
@@ -54,6 +59,7 @@ def ef_search(
     values: str | None,
     filters: str | None,
     apply: bool,
+    plot: Path | None,
     as_json: bool,
 ) -> None:
     from cari.errors import InvalidInput
@@ -91,6 +97,10 @@ def ef_search(
     except KeyboardInterrupt:
         click.echo("stopped: nothing was changed", err=True)
         raise SystemExit(130) from None
+    if plot is not None:
+        from cari.tune.plot import svg
+
+        plot.write_text(svg(result), encoding="utf-8")
     if as_json:
         click.echo(msgspec.json.encode(result).decode())
     else:

@@ -20,9 +20,9 @@ TuningQuestions = Annotated[
     msgspec.Meta(
         min_length=1,
         max_length=MAX_TUNING_QUESTIONS,
-        description="Questions to measure on, embedded as searches embed them; unset: `sample` "
-        "of the collection's own chunks, each chunk's vector a question (itself excluded from "
-        "the results).",
+        description="Questions to measure on, embedded as searches embed them; unset: a "
+        "key-phrase question made of each of `sample` chunks of the collection (its rarest "
+        "words).",
     ),
 ]
 Sample = Annotated[
