@@ -263,7 +263,8 @@ async def load_corpus(
 async def index_and_fold(
     conn: Any, settings: Settings, collection: store.CollectionRef, loaded: float
 ) -> None:
-    """After the load (done at `loaded`): build HNSW once, fold the keyword index, vacuum."""
+    """After the load (done at `loaded`): build HNSW once, fold the keyword index, vacuum, on
+    `conn`, one of the pool's: autocommit, as it stays for the pool's next user."""
     async with conn.transaction():
         await conn.execute(migrations.vector_indexes_statement(settings))
     built = time.perf_counter()
@@ -271,7 +272,6 @@ async def index_and_fold(
         f"HNSW build (m {settings.hnsw_m}, ef_construction {settings.hnsw_ef_construction}) "
         f"in {built - loaded:.1f} s"
     )
-    await conn.set_autocommit(True)
     # As a bulk load ends: the statistics folded, and the postings packed into blocks where
     # the extension serves (a no-op on the SQL engine, which reads them as rows).
     await store.compact_statistics(conn, collection, fold_postings=1)
@@ -287,7 +287,6 @@ async def index_and_fold(
         f"{blocks:,} packed blocks, {delta:,} postings rows left in the delta"
     )
     await conn.execute("VACUUM (ANALYZE) chunks, postings, bm25_blocks, bm25_terms")
-    await conn.set_autocommit(False)
     print(f"VACUUM (ANALYZE) in {time.perf_counter() - folded:.1f} s")
 
 
