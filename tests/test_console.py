@@ -533,3 +533,22 @@ def test_a_misspelled_question_shows_the_text_embedded(browser: WebDriver, serve
     plan = browser.find_element(By.CSS_SELECTOR, "#side-a .plan-body")
     wait(browser, lambda _: "embedded as “tire rotation”" in plan.text)
     assert [q.text for q in plan.find_elements(By.CSS_SELECTOR, ".sub-queries q")] == [question]
+
+
+def test_the_ef_search_curve_of_a_collection(browser: WebDriver, server: str) -> None:
+    open_console(browser, server, "cars")
+    browser.find_element(By.ID, "tune-ef").click()
+    note = browser.find_element(By.ID, "tuning-note")
+    wait(browser, lambda _: not note.text.startswith("Measuring") and note.text)
+    points = browser.find_elements(By.CSS_SELECTOR, "#tuning-curve svg circle[data-ef]")
+    measured = api(server, "POST", "/collections/cars/tune/ef-search", {"sample": 100})
+    assert [int(p.get_attribute("data-ef") or 0) for p in points] == [
+        p["ef_search"] for p in measured["points"]
+    ]
+    # A handful of documents: PostgreSQL reads them all at any ef_search, so nothing is
+    # recommended, and the page says why instead of offering a value.
+    assert not any(p["index_used"] for p in measured["points"])
+    assert "nothing to tune yet" in note.text
+    assert all(p.get_attribute("fill") == "white" for p in points)  # hollow: exact scans
+    assert not browser.find_element(By.ID, "tuning-apply").is_displayed()
+    screenshot(browser, "tune-ef-search", browser.find_element(By.ID, "tuning"))

@@ -2,7 +2,7 @@
 // explanations side by side, and a streamed answer.
 
 import { ApiError, apiKey, call, setApiKey, stream } from "./api.js";
-import { el, band, dropped, highlight, marked, plan, results, waterfall } from "./render.js";
+import { el, band, dropped, highlight, marked, plan, recallCurve, results, waterfall } from "./render.js";
 
 const $ = (selector, root = document) => root.querySelector(selector);
 
@@ -426,6 +426,51 @@ function followCitation(event) {
   target.focus();
 }
 
+// `cari tune ef-search` on the chosen collection: its recall-latency curve, and the
+// recommendation to apply.
+async function tuneEfSearch() {
+  if (!state.collection) return;
+  const name = state.collection.name;
+  const section = $("#tuning");
+  const apply = $("#tuning-apply");
+  section.hidden = false;
+  apply.hidden = true;
+  $("#tuning-note").textContent = "Measuring 100 key-phrase questions at each ef_search…";
+  $("#tuning-curve").replaceChildren();
+  let result;
+  try {
+    result = await call("POST", `/collections/${encodeURIComponent(name)}/tune/ef-search`, { sample: 100 });
+  } catch (exc) {
+    $("#tuning-note").textContent = "";
+    showError(exc);
+    return;
+  }
+  const uses = `its searches use ${result.current} (${result.current_source === "collection" ? "its own" : "the server's"})`;
+  $("#tuning-note").textContent = !result.points.some((p) => p.index_used)
+    ? `PostgreSQL read this collection exactly at every ef_search: nothing to tune yet; ${uses}.`
+    : result.recommended === null
+      ? `No value reaches recall ${result.target}; ${uses}.`
+      : `Recall@${result.k} against the exact top ${result.k} on ${result.questions} questions: ` +
+        `${result.recommended} is the smallest ef_search reaching ${result.target}; ${uses}.`;
+  $("#tuning-curve").replaceChildren(recallCurve(result));
+  if (result.recommended !== null && result.recommended !== result.current) {
+    apply.textContent = `Use ef_search ${result.recommended} for ${name}`;
+    apply.onclick = async () => {
+      try {
+        state.collection = await call("PATCH", `/collections/${encodeURIComponent(name)}`, { ef_search: result.recommended });
+      } catch (exc) {
+        showError(exc);
+        return;
+      }
+      apply.hidden = true;
+      setStatus(`Saved as the defaults of ${name}: ef_search ${result.recommended}.`, "done");
+      showDefaults();
+      schedule();
+    };
+    apply.hidden = false;
+  }
+}
+
 function start() {
   makeSide("a", "A");
   const b = makeSide("b", "B");
@@ -458,6 +503,7 @@ function start() {
     schedule();
   });
   $("#ask").addEventListener("click", answer);
+  $("#tune-ef").addEventListener("click", tuneEfSearch);
   $("#answer-text").addEventListener("click", followCitation);
   showAccess();
   loadCollections();

@@ -367,3 +367,46 @@ export function waterfall(list, timings) {
     }),
   );
 }
+
+// `cari tune ef-search`'s curve: recall@k against p50 latency, a point per ef_search (hollow
+// where PostgreSQL read the collection exactly), the target dashed, the recommendation ringed.
+// The same picture as `--plot` (cari/tune/plot.py).
+export function recallCurve(result) {
+  const NS = "http://www.w3.org/2000/svg";
+  const [width, height, left, right, top, bottom] = [560, 330, 60, 20, 30, 44];
+  const svg = (tag, attributes = {}, text) => {
+    const node = document.createElementNS(NS, tag);
+    for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+    if (text !== undefined) node.textContent = text;
+    return node;
+  };
+  const slowest = Math.max(...result.points.map((p) => p.p50_ms)) * 1.1 || 1;
+  const floor = Math.max(0, Math.min(Math.min(...result.points.map((p) => p.recall), result.target) - 0.02, 0.95));
+  const x = (ms) => left + (ms / slowest) * (width - left - right);
+  const y = (recall) => top + (1 - (recall - floor) / (1 - floor)) * (height - top - bottom);
+  const chart = svg("svg", { width, height, class: "curve", role: "img", "aria-label": `recall@${result.k} against latency per ef_search` });
+  chart.append(
+    svg("line", { x1: left, y1: height - bottom, x2: width - right, y2: height - bottom, stroke: "currentColor" }),
+    svg("line", { x1: left, y1: top, x2: left, y2: height - bottom, stroke: "currentColor" }),
+    svg("text", { x: (width + left) / 2, y: height - 8, "text-anchor": "middle" }, "p50 ms"),
+    svg("text", { x: 4, y: 14 }, `recall@${result.k}`),
+    svg("line", { x1: left, y1: y(result.target), x2: width - right, y2: y(result.target), stroke: "grey", "stroke-dasharray": "4 4" }),
+    svg("polyline", { points: result.points.map((p) => `${x(p.p50_ms)},${y(p.recall)}`).join(" "), fill: "none", stroke: "steelblue", "stroke-width": 2 }),
+  );
+  for (let tick = 0; tick <= 4; tick++) {
+    chart.append(
+      svg("text", { x: x((slowest * tick) / 4), y: height - bottom + 14, "text-anchor": "middle" }, ((slowest * tick) / 4).toFixed(1)),
+      svg("text", { x: left - 4, y: y(floor + ((1 - floor) * tick) / 4) + 4, "text-anchor": "end" }, (floor + ((1 - floor) * tick) / 4).toFixed(3)),
+    );
+  }
+  for (const p of result.points) {
+    const [cx, cy] = [x(p.p50_ms), y(p.recall)];
+    const point = svg("circle", { cx, cy, r: 4, fill: p.index_used ? "steelblue" : "white", stroke: "steelblue", "data-ef": p.ef_search });
+    point.append(svg("title", {}, `ef_search ${p.ef_search}: recall ${p.recall} [${p.recall_low}, ${p.recall_high}], p50 ${p.p50_ms} ms, ${p.index_used ? "HNSW index" : "exact scan"}`));
+    chart.append(point, svg("text", { x: cx + 6, y: cy - 6 }, String(p.ef_search)));
+    if (p.ef_search === result.recommended) {
+      chart.append(svg("circle", { cx, cy, r: 9, fill: "none", stroke: "darkorange", "stroke-width": 2, class: "recommended" }));
+    }
+  }
+  return chart;
+}
