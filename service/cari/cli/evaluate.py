@@ -17,6 +17,20 @@ if TYPE_CHECKING:
 
 MODES = ",".join(choices(EvalMode))
 EXISTING = click.Path(exists=True, dir_okay=False, path_type=Path)
+# The judged questions' options, `cari eval`'s and `cari tune fusion`'s.
+questions_option = click.option(
+    "--questions",
+    required=True,
+    type=EXISTING,
+    help='BEIR queries.jsonl ({"_id", "text"} a line), JSON Lines of {"query", "relevant": '
+    '[ids], "id"?}, or text with one question a line.',
+)
+qrels_option = click.option(
+    "--qrels",
+    type=EXISTING,
+    help="BEIR judgements (qrels/*.tsv: query-id, corpus-id, score). Without: each line's "
+    '"relevant".',
+)
 
 
 @click.command(
@@ -28,19 +42,8 @@ EXISTING = click.Path(exists=True, dir_okay=False, path_type=Path)
     "alone.",
 )
 @click.option("-c", "--collection", required=True, help="Collection to measure.")
-@click.option(
-    "--questions",
-    required=True,
-    type=EXISTING,
-    help='BEIR queries.jsonl ({"_id", "text"} a line), JSON Lines of {"query", "relevant": '
-    '[ids], "id"?}, or text with one question a line.',
-)
-@click.option(
-    "--qrels",
-    type=EXISTING,
-    help="BEIR judgements (qrels/*.tsv: query-id, corpus-id, score). Without: each line's "
-    '"relevant".',
-)
+@questions_option
+@qrels_option
 @click.option(
     "--k", type=int_range(RecallDepth), default=100, show_default=True, help="Depth of Recall@k."
 )

@@ -12,6 +12,7 @@ import click
 import msgspec
 
 from cari.cli.common import print_table, run, settings, user_errors
+from cari.cli.evaluate import qrels_option, questions_option
 
 if TYPE_CHECKING:
     from cari.runtime import Runtime
@@ -155,18 +156,15 @@ def _print(result: EfSearchTuning) -> None:
     "as `cari eval` reads them. Runs as a batch job.",
 )
 @click.option("-c", "--collection", required=True, help="Collection to tune.")
+@questions_option
+@qrels_option
 @click.option(
-    "--questions",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help='BEIR queries.jsonl, or JSON Lines of {"query", "relevant": [ids]}.',
+    "--folds",
+    type=click.IntRange(2, 10),
+    default=5,
+    show_default=True,
+    help="Cross-validation folds.",
 )
-@click.option(
-    "--qrels",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help='BEIR judgements (qrels/*.tsv). Without: each line\'s "relevant".',
-)
-@click.option("--folds", type=click.IntRange(2, 10), default=5, show_default=True)
 @click.option("--apply", is_flag=True, help="Store the best, if its gain is beyond the noise.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @user_errors
