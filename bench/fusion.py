@@ -2,7 +2,7 @@
 
     python -m bench.fusion [--tune tydiqa-goldp-id/dev cranfield/test cisi/test]
                            [--report tydiqa-goldp-id/test cacm/test med/test adi/test]
-                           [--out bench/results/fusion.json]
+                           [--robust] [--out bench/results/fusion.json]
 
 It needs no database and no model: it reads the keyword (BM25) and vector (HNSW) lists that
 `python -m bench.quality --out ...` kept for every judged query, 100 chunks each with their
@@ -31,6 +31,12 @@ weight), so a configuration scores here what the service would return with it.
   (queries resampled with replacement, each keeping both of its runs; for a mean over sets,
   each set resampled on its own), so a gain of a few thousandths on a few dozen queries reads
   as what it is.
+- `--robust`: short, weak keyword lists instead, which the full sets barely have. The default
+  fusion with each way of lowering such a list's weight (the engine's `weighed` at each n0 and
+  s0, and for comparison: it without its strength guard, every list weighed by its top score
+  over the question's BM25 ceiling, by min(1, n / m)), against the default before it, on the
+  full sets and on bench.fusion_small's small collections (`<set>-small`: run it first, and
+  its `--full` for the full sets' ceilings), with paired intervals per set (`robust`).
 """
 
 from __future__ import annotations
@@ -51,7 +57,13 @@ from bench.harness import DATASETS, Qrels, Ranking, load_qrels, load_queries, re
 from bench.quality import RUNS_DIR, document_ranking, evaluate, mean_metrics
 from cari.limits import Method
 from cari.search import signals
-from cari.search.fusion import Candidate, fuse
+from cari.search.fusion import (
+    SHORT_KEYWORD_N0,
+    STRONG_KEYWORD_S0,
+    Candidate,
+    fuse,
+    weighed,
+)
 from cari.settings import load_settings
 
 TUNE = ("tydiqa-goldp-id/dev", "cranfield/test", "cisi/test")
@@ -69,10 +81,22 @@ class Config:
     vector_share: float
     rrf_k: int
     depth: int
+    # A short, weak keyword list's weight, as the engine's `weighed` lowers it: its n0 and s0
+    # (0: as given, the fusion before it). Measured beside it (0: none), on every keyword list:
+    # times min(1, strength / `strength`), strength its top score over the question's BM25
+    # ceiling; times min(1, n / `short`), n its length.
+    length: float = SHORT_KEYWORD_N0
+    guard: float = STRONG_KEYWORD_S0
+    strength: float = 0.0
+    short: float = 0.0
 
     def label(self) -> str:
         k = f" k {self.rrf_k}" if self.method == "rrf" else ""
-        return f"{self.method}{k} v {self.vector_share:.1f} depth {self.depth}"
+        engine = (self.length, self.guard) != (SHORT_KEYWORD_N0, STRONG_KEYWORD_S0)
+        n = f" n0 {self.length:g} s0 {self.guard:g}" if engine else ""
+        s = f" strength {self.strength:g}" if self.strength else ""
+        m = f" m {self.short:g}" if self.short else ""
+        return f"{self.method}{k} v {self.vector_share:.1f} depth {self.depth}{n}{s}{m}"
 
 
 BASELINE = Config("rrf", 0.5, 60, 40)
@@ -88,9 +112,12 @@ class QuerySet:
     lists: dict[str, dict[str, list[Candidate]]]  # query -> retriever -> candidates
     documents: dict[int, str]
     boosted: set[str]  # queries the signal detector finds an exact token in
+    ceilings: dict[str, float]  # query -> its BM25 ceiling, where the runs kept it
 
 
 def load_set(name: str, runs_dir: Path = RUNS_DIR, datasets: Path = DATASETS) -> QuerySet:
+    """`dataset/split`, or `dataset/split-small` for bench.fusion_small's small collections,
+    whose judgements are cut to the documents each question's collection holds."""
     dataset, split = name.split("/")
     path = runs_dir / f"{dataset}-{split}.json"
     if not path.exists():
@@ -100,7 +127,8 @@ def load_set(name: str, runs_dir: Path = RUNS_DIR, datasets: Path = DATASETS) ->
         )
     saved = json.loads(path.read_text())
     queries = load_queries(datasets / dataset)
-    qrels = load_qrels(datasets / dataset, split)
+    qrels = load_qrels(datasets / dataset, split.removesuffix("-small"))
+    held = {qid: set(docs) for qid, docs in saved.get("held", {}).items()}
     lists = {
         qid: {
             retriever: [Candidate(int(c), float(s)) for c, s in ranked]
@@ -110,10 +138,14 @@ def load_set(name: str, runs_dir: Path = RUNS_DIR, datasets: Path = DATASETS) ->
     }
     return QuerySet(
         name=name,
-        qrels={qid: qrels[qid] for qid in lists},
+        qrels={
+            qid: {d: g for d, g in qrels[qid].items() if qid not in held or d in held[qid]}
+            for qid in lists
+        },
         lists=lists,
         documents={int(c): str(d) for c, d in saved["chunk_documents"].items()},
         boosted={qid for qid in lists if signals.detect(queries[qid]).exact_tokens},
+        ceilings={qid: float(c) for qid, c in saved.get("ceilings", {}).items()},
     )
 
 
@@ -128,14 +160,28 @@ def fused(queries: QuerySet, config: Config, boosts: tuple[float, float]) -> Ran
     ranking: Ranking = {}
     for qid, lists in queries.lists.items():
         keyword_boost, vector_boost = boosts if qid in queries.boosted else (1.0, 1.0)
-        weights = {
-            "keyword": (1 - config.vector_share) * keyword_boost,
+        cut = {retriever: ranked[: config.depth] for retriever, ranked in lists.items()}
+        given = {
+            "keyword": (1 - config.vector_share)
+            * keyword_boost
+            * confidence(cut["keyword"], queries.ceilings.get(qid), config),
             "vector": config.vector_share * vector_boost,
         }
-        cut = {retriever: ranked[: config.depth] for retriever, ranked in lists.items()}
+        ceiling = queries.ceilings.get(qid, 0.0)
+        weights = weighed(given, cut, config.depth, ceiling, config.length, config.guard)
         result = fuse(cut, weights, config.method, config.rrf_k, DEPTH)
         ranking[qid] = document_ranking([queries.documents[f.chunk_id] for f in result])
     return ranking
+
+
+def confidence(keyword: list[Candidate], ceiling: float | None, config: Config) -> float:
+    """The factors of a keyword list's weight measured beside the engine's (1: none)."""
+    factor = 1.0
+    if config.strength and ceiling and keyword:
+        factor *= min(1.0, keyword[0].score / ceiling / config.strength)
+    if config.short:
+        factor *= min(1.0, len(keyword) / config.short)
+    return factor
 
 
 def oracle(keyword: PerQuery, vector: PerQuery) -> float:
@@ -345,16 +391,122 @@ def report(tuned: dict[str, Any], reported: dict[str, Any], top: int) -> str:
     return "\n".join(lines)
 
 
+# The engine's default fusion as it was: every keyword list at its full weight.
+DEFAULT = Config("zscore", 0.5, 60, DEPTH, length=0.0, guard=0.0)
+LENGTHS = (5.0, 10.0, 20.0, 40.0)
+GUARDS = (0.3, 0.5)  # a rare word said once scores ~0.45 of its ceiling: it keeps its say
+STRENGTHS = (0.2, 0.3, 0.5, 1.0)
+SHORTS = (5.0, 10.0, 20.0, 40.0)
+
+
+def robust_grid() -> Iterable[tuple[Config, bool]]:
+    """Each configuration, and whether it may be chosen: the engine's form (n0 and s0 both
+    set: a short list of strong matches keeps its weight); the others for comparison."""
+    for n0 in LENGTHS:
+        yield from ((replace(DEFAULT, length=n0, guard=s0), True) for s0 in GUARDS)
+        yield replace(DEFAULT, length=n0), False
+    yield from ((replace(DEFAULT, strength=s), False) for s in STRENGTHS)
+    yield from ((replace(DEFAULT, short=m), False) for m in SHORTS)
+
+
+def paired(sets: list[QuerySet], config: Config, boosts: tuple[float, float]) -> dict[str, Any]:
+    """`config` against the default fusion on each set: nDCG@10 and the per-query gain."""
+    result: dict[str, Any] = {}
+    for s in sets:
+        base = per_query(s, fused(s, DEFAULT, boosts))
+        run = per_query(s, fused(s, config, boosts))
+        diffs = [run[q]["nDCG@10"] - base[q]["nDCG@10"] for q in run]
+        result[s.name] = {
+            "default": means(base)["nDCG@10"],
+            "nDCG@10": means(run)["nDCG@10"],
+            "gain": gain(diffs),
+        }
+    low, high = interval([row["gain"]["differences"] for row in result.values()])
+    mean = statistics.fmean(row["gain"]["mean"] for row in result.values())
+    return {"sets": result, "mean": mean, "interval": (low, high)}
+
+
+def robust(
+    tune: list[str], report_sets: list[str], boosts: tuple[float, float]
+) -> tuple[dict[str, Any], str]:
+    """Each factor for weak or short keyword lists against the default fusion, on the full
+    sets and bench.fusion_small's small collections. The choice, on the tuning sets only: the
+    best mean gain on the small ones among the engine's forms that lose on no full set beyond
+    noise (each set's interval, and the mean's, reaches 0); then the reporting sets, once."""
+    groups = {
+        "tuning, full": [load_set(n) for n in tune],
+        "tuning, small": [load_set(f"{n}-small") for n in tune],
+    }
+    rows: list[dict[str, Any]] = [
+        {"label": c.label(), "config": asdict(c), "eligible": eligible}
+        | {group: paired(sets, c, boosts) for group, sets in groups.items()}
+        for c, eligible in robust_grid()
+    ]
+    safe = [
+        r
+        for r in rows
+        if r["eligible"]
+        and r["tuning, full"]["interval"][1] >= 0
+        and all(row["gain"]["interval"][1] >= 0 for row in r["tuning, full"]["sets"].values())
+    ]
+    choice = max(safe, key=lambda r: r["tuning, small"]["mean"])
+    chosen = Config(**choice["config"])
+    reported = {
+        "reporting, full": paired([load_set(n) for n in report_sets], chosen, boosts),
+        "reporting, small": paired([load_set(f"{n}-small") for n in report_sets], chosen, boosts),
+    }
+    lines = [f"against {DEFAULT.label()} (the default before), mean nDCG@10 gain (95 % interval):"]
+    lines.append(
+        f"  {'configuration (*: for comparison)':<44}{'tuning, full':>28}{'tuning, small':>28}"
+    )
+    for r in rows:
+        lines.append(
+            f"  {r['label'] + ('' if r['eligible'] else ' *'):<44}"
+            + "".join(
+                f"{r[g]['mean']:>+10.4f} ({r[g]['interval'][0]:+.4f} {r[g]['interval'][1]:+.4f})"
+                for g in groups
+            )
+        )
+    lines.append(f"\nchoice: {choice['label']}")
+    for group, table in [(g, choice[g]) for g in groups] + list(reported.items()):
+        lines.append(
+            f"  {group}: mean gain {table['mean']:+.4f} "
+            f"({table['interval'][0]:+.4f} to {table['interval'][1]:+.4f})"
+        )
+        lines += [
+            f"    {name:<28} {row['default']:.4f} -> {row['nDCG@10']:.4f} "
+            f"{row['gain']['mean']:+.4f} ({row['gain']['interval'][0]:+.4f} to "
+            f"{row['gain']['interval'][1]:+.4f}), {row['gain']['wins']} won and "
+            f"{row['gain']['losses']} lost of {len(row['gain']['differences'])}"
+            for name, row in table["sets"].items()
+        ]
+    return {"rows": rows, "choice": choice, "reporting": reported}, "\n".join(lines)
+
+
 def main() -> None:
     parser = harness.parser(__doc__)
     parser.add_argument("--tune", nargs="+", default=list(TUNE), help="dataset/split to tune on")
     parser.add_argument("--report", nargs="+", default=list(REPORT), help="dataset/split to report")
     parser.add_argument("--top", type=int, default=15, help="configurations to list")
     parser.add_argument("--out", type=Path, help="write the sweep and the comparison as JSON")
+    parser.add_argument(
+        "--robust",
+        action="store_true",
+        help="measure the factors for weak or short keyword lists instead (needs the runs of "
+        "bench.fusion_small and its ceilings)",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     settings = load_settings()
     boosts = (settings.exact_token_keyword_boost, settings.exact_token_vector_boost)
+    if args.robust:
+        figures, text = robust(args.tune, args.report, boosts)
+        print(text)
+        print(f"\n({time.perf_counter() - started:.0f} s)")
+        if args.out is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(figures, indent=1) + "\n")
+        return
     tuned = sweep([load_set(name) for name in args.tune], boosts)
     choice = Config(**tuned["choice"]["config"])
     reported = compare([load_set(name) for name in args.report], choice, boosts)

@@ -43,8 +43,9 @@ in a fresh database:
   `Searcher.search` call, p50 and p95.
 - Output: a table per dataset, then one row per dataset and run; with `--out`, the figures per
   dataset and split as JSON (a rerun of one dataset replaces only its entry), read by
-  `bench.plots`; and every query's keyword and vector lists with their scores in
-  `bench/.cache/runs/<dataset>-<split>.json`, for fusion studies that need no database.
+  `bench.plots`; and every query's keyword and vector lists with their scores, and its BM25
+  ceiling (`cari.search.fusion.weighed`), in `bench/.cache/runs/<dataset>-<split>.json`, for
+  fusion studies that need no database.
 
 Runs on DATABASE_URL if set (in a fresh database `cari_bench_quality`), else on a throwaway
 embedded server in a temporary folder. The core, `run_quality`, takes an open pool, the settings,
@@ -79,6 +80,7 @@ from bench.harness import (
     since_ms,
 )
 from cari import collection
+from cari.db import keyword_engine
 from cari.embed import Embedder, LocalEmbedder, Vector
 from cari.ingest.formats import Section
 from cari.ingest.pipeline import Ingestor
@@ -87,6 +89,8 @@ from cari.limits import Mode
 from cari.runtime import Runtime
 from cari.schema.collections import Collection, CollectionCreate
 from cari.schema.search import SearchRequest
+from cari.search import bm25
+from cari.search.bm25 import NO_FILTERS
 from cari.search.fusion import Candidate, fuse
 from cari.settings import load_settings
 
@@ -291,6 +295,7 @@ async def run_quality(
         "per_query": per_query,
         "rankings": rankings,
         **retriever_lists(chunk_runs, documents, judged),
+        "ceilings": await keyword_ceilings(rt, collection_id, {q: queries[q] for q in judged}),
         "no_results": {name: sum(1 for d in rankings[name].values() if not d) for name in runs},
         "latency_ms": {name: percentiles(values) for name, values in latency.items()},
         "timings_s": {"ingest": ingested - began, "total": time.perf_counter() - began},
@@ -298,6 +303,28 @@ async def run_quality(
         if stats is None
         else {"hits": stats.hits, "misses": stats.misses, "hit_rate": stats.hit_rate},
     }
+
+
+async def keyword_ceilings(
+    rt: Runtime, collection_id: int, texts: dict[str, str]
+) -> dict[str, float]:
+    """Each question's BM25 ceiling in the collection, as the keyword statement returns it (the
+    engine weighs a short keyword list's top score against it: cari.search.fusion.weighed)."""
+    found = {}
+    async with rt.pool.connection() as conn:
+        engine = (await keyword_engine.detect(conn, rt.settings)).name
+        for qid, text in texts.items():
+            result = await bm25.search(
+                conn,
+                collection_id,
+                text,
+                candidates=1,
+                filters=NO_FILTERS,
+                params={},
+                engine=engine,
+            )
+            found[qid] = result.ceiling
+    return found
 
 
 def retriever_lists(
@@ -498,7 +525,7 @@ def save(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(dict(sorted(figures.items())), indent=1) + "\n")
     runs_dir.mkdir(parents=True, exist_ok=True)
-    lists = {k: result[k] for k in ("dataset", "split", "lists", "chunk_documents")}
+    lists = {k: result[k] for k in ("dataset", "split", "lists", "chunk_documents", "ceilings")}
     (runs_dir / f"{result['dataset']}-{result['split']}.json").write_text(json.dumps(lists))
 
 

@@ -13,10 +13,13 @@
 -- a chunk saying both "CRV" and "CR-V" counts once. Without a fired rule, the score is the
 -- plain sum.
 -- The field `filters` is empty or a WHERE on `heads.chunk_id` built from cari.search.filters
--- (parameterized). `postings_read` is the number of postings summed. `terms` and `summed` are
+-- (parameterized). `postings_read` is the number of postings summed; `ceiling` what a chunk
+-- holding every term very often would score, Σ weight · (k1 + 1), a fired rule's alternatives
+-- all counted (cari.search.fusion.weighed weighs a short list's top score against it). `terms` and `summed` are
 -- sql/fragments/search_keyword_terms.sql and _summed.sql (cari.search.bm25.statement).
 WITH {terms}, {summed}
-SELECT chunk_id, score, (SELECT sum(df) FROM terms) AS postings_read
+SELECT chunk_id, score, (SELECT sum(df) FROM terms) AS postings_read,
+       (SELECT sum(weight) FROM terms) * (SELECT k1 + 1 FROM params) AS ceiling
 FROM scored
 WHERE score > 0  -- e.g. a title word when titles count for nothing
 ORDER BY score DESC, chunk_id

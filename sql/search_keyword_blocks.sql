@@ -11,7 +11,7 @@
 -- The fields `terms` and `summed` are sql/fragments/search_keyword_terms.sql and _summed.sql
 -- (cari.search.bm25.statement). The best `candidates` of the two, by score then chunk id.
 -- `postings_read` is the number of postings the query's lexemes have (an upper bound of those
--- read).
+-- read); `ceiling` as search_keyword.sql's.
 WITH {terms}, packed AS (
     SELECT r.chunk_id, r.score
     FROM (
@@ -37,7 +37,8 @@ WITH {terms}, packed AS (
     CROSS JOIN LATERAL bm25_tsv_postings(ch.tsv, (SELECT array_agg(lexeme) FROM terms)) AS m
     WHERE d.collection_id = %(collection_id)s
 ), {summed}
-SELECT chunk_id, score, (SELECT sum(df) FROM terms) AS postings_read
+SELECT chunk_id, score, (SELECT sum(df) FROM terms) AS postings_read,
+       (SELECT sum(weight) FROM terms) * (SELECT k1 + 1 FROM params) AS ceiling
 FROM (
     SELECT chunk_id, score FROM packed
     UNION ALL

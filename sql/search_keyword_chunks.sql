@@ -6,7 +6,8 @@
 -- (sql/fragments/search_keyword_terms.sql and _summed.sql). Neither the blocks, nor the chunk
 -- delta, nor posting rows are read, so the scores are the walk's whatever state they are in;
 -- it reads every chunk holding a query word, so it is slower than the walk for common words.
--- `postings_read` is the number of postings the query's lexemes have.
+-- `postings_read` is the number of postings the query's lexemes have; `ceiling` as
+-- search_keyword.sql's.
 WITH {terms}, unfolded AS MATERIALIZED (
     SELECT ch.id AS chunk_id, m.lexeme, m.tf_title, m.tf_body, m.len_title, m.len_body
     FROM chunks AS ch
@@ -19,7 +20,8 @@ WITH {terms}, unfolded AS MATERIALIZED (
           FROM terms
       )
 ), {summed}
-SELECT chunk_id, score, (SELECT sum(df) FROM terms) AS postings_read
+SELECT chunk_id, score, (SELECT sum(df) FROM terms) AS postings_read,
+       (SELECT sum(weight) FROM terms) * (SELECT k1 + 1 FROM params) AS ceiling
 FROM scored
 WHERE score > 0
 ORDER BY score DESC, chunk_id

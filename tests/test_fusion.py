@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 
 from cari.limits import Method
-from cari.search.fusion import Candidate, fuse, min_max, z_score
+from cari.search.fusion import (
+    SHORT_KEYWORD_N0,
+    STRONG_KEYWORD_S0,
+    Candidate,
+    fuse,
+    min_max,
+    weighed,
+    z_score,
+)
 
 
 def lists() -> dict[str, list[Candidate]]:
@@ -107,3 +115,34 @@ def test_the_head_is_the_full_order_cut(method: Method) -> None:
         )
         for limit in (1, 5, 12):
             assert fuse(lists, weights, method, 60, limit) == whole[:limit]
+
+
+def test_a_short_weak_keyword_list_no_longer_outranks_a_sure_vector_hit() -> None:
+    """Issue 64: in a collection of 22 chunks, two share a common word or two with the question
+    (BM25 2.1 and 1.2, against a ceiling of 14), and the vector search puts the answer (chunk 1)
+    clearly first. Normalised, the two-chunk list's first stood a deviation above the other and
+    outranked the answer; weighed for its shortness and weakness, it no longer does."""
+    vector = [Candidate(1, 0.81), Candidate(2, 0.80)]
+    vector += [Candidate(i, 0.80 - 0.002 * i) for i in range(3, 23)]
+    lists = {"keyword": [Candidate(2, 2.1), Candidate(3, 1.2)], "vector": vector}
+    equal = {"keyword": 1.0, "vector": 1.0}
+    assert [f.chunk_id for f in fuse(lists, equal, "zscore", 60, 2)] == [2, 1]
+    weights = weighed(equal, lists, 100, 14.0)
+    assert [f.chunk_id for f in fuse(lists, weights, "zscore", 60, 2)] == [1, 2]
+
+
+def test_weighed_lowers_only_a_short_weak_keyword_list() -> None:
+    weights = {"keyword": 2.0, "vector": 1.0}
+    full = {"keyword": [Candidate(i, 5.0) for i in range(10)], "vector": [Candidate(1, 0.8)]}
+    assert weighed(weights, full, 10, 100.0) == weights  # as many as asked: there may be more
+    weak = {"keyword": [Candidate(1, 1.0), Candidate(2, 0.5)]}
+    n, asked = 2, 100
+    short = n * (asked + SHORT_KEYWORD_N0) / ((n + SHORT_KEYWORD_N0) * asked)
+    assert weighed(weights, weak, asked, 100.0) == {"keyword": 2.0 * short, "vector": 1.0}
+    # A rare word said once scores ~0.45 of its ceiling: its list keeps most of its say.
+    strong = {"keyword": [Candidate(1, 45.0)]}
+    kept = min(1.0, 0.45 / STRONG_KEYWORD_S0)
+    assert weighed(weights, strong, asked, 100.0)["keyword"] == pytest.approx(2.0 * kept)
+    assert weighed(weights, {"keyword": []}, asked, 0.0)["keyword"] == 0.0  # nothing matched
+    assert weighed(weights, weak, asked, 100.0, n0=0.0) == weights  # off
+    assert weighed(weights, {"vector": [Candidate(1, 0.8)]}, asked, 0.0) == weights

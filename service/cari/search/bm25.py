@@ -45,6 +45,9 @@ class KeywordResult:
     postings_read: int
     lexemes: Lexemes  # what was looked for: the relevance evidence and highlights take them
     damaged: tuple[DamagedBlock, ...] = ()  # met by the walk: answered from the chunks instead
+    # What a chunk holding every term very often would score (0 when nothing matched): how
+    # strong the best match is, fusion.weighed reads against it.
+    ceiling: float = 0.0
 
 
 async def search(
@@ -101,7 +104,9 @@ async def search_lexemes(
         cur = await conn.execute(keyword_statement("chunks", filters), values)
     rows = await cur.fetchall()
     found_chunks = [Candidate(int(r[0]), float(r[1])) for r in rows]
-    return KeywordResult(found_chunks, int(rows[0][2]) if rows else 0, asked, damaged)
+    if not rows:
+        return KeywordResult(found_chunks, 0, asked, damaged)
+    return KeywordResult(found_chunks, int(rows[0][2]), asked, damaged, float(rows[0][3]))
 
 
 def met_damage(damage: Damage, found: Damaged) -> None:

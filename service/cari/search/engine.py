@@ -55,7 +55,7 @@ from cari.search.collection_rows import CollectionRows
 from cari.search.decompose import CollectionVocabulary, Decomposition, decompose, propose
 from cari.search.explain import explain
 from cari.search.filters import compile_filters
-from cari.search.fusion import Candidate, Fused, fuse
+from cari.search.fusion import Candidate, Fused, fuse, weighed
 from cari.search.lexemes import Lexemes
 from cari.search.plan import Analysis, Part, Plan, SearchCollection
 from cari.search.plan import plan as resolve
@@ -398,6 +398,7 @@ class Searcher:
             finally:
                 analysis.cancel()  # no connection, or cancelled: the wait for it ends too
             part.postings_read = found.postings_read
+            part.keyword_ceiling = found.ceiling
             part.damaged = found.damaged
             return found.candidates
 
@@ -444,7 +445,8 @@ class Searcher:
                 part.lists[name] = outcome
 
         with _stage(part.timings, "fuse"):
-            head = fuse(part.lists, plan.weights, plan.method, plan.rrf_k, plan.depth)
+            weights = weighed(plan.weights, part.lists, plan.candidates, part.keyword_ceiling)
+            head = fuse(part.lists, weights, plan.method, plan.rrf_k, plan.depth)
         async with pool.connection() as conn:
             part.evidence = await _timed(
                 part.timings,

@@ -9,6 +9,12 @@
   stands far above the rest of its list keeps that lead, where min-max would cap it at 1. A
   chunk missing from a list gets that list's lowest normalised score: it ranked below all of
   them. A list of one, or of equal scores, normalises to 1 with 0 for the missing.
+
+Normalising is blind to how much a list found: a keyword list of three chunks sharing a common
+word with the question spreads over the same scale as one of a hundred strong matches, and its
+top chunk, standing one deviation above the other two, outranked the chunk the vector search
+was sure of. A keyword list shorter than the candidates asked (every chunk sharing a word with
+the question: there are no more) whose best match is weak weighs less (`weighed`).
 """
 
 from __future__ import annotations
@@ -50,6 +56,42 @@ def fuse(
     else:
         scores = convex(lists, weights, _NORMALISERS[method])
     return _head(lists, scores, limit)
+
+
+# A keyword list of n chunks, shorter than the `asked` candidates, weighs
+# n (asked + n0) / ((n + n0) asked) of its weight (0.28 at 10 of 100 asked, 0.7 at 40, all of
+# it when full), or min(1, best / (s0 ceiling)) if that is more, `ceiling` the question's (bm25:
+# what a chunk holding each of its terms very often would score): a one-word question's word
+# found once scores ~0.45 of it and keeps its say, a couple of common words lose theirs. Chosen
+# on small collections of the tuning sets, where it gains 0.005 nDCG@10 and moves no full set
+# beyond noise (`python -m bench.fusion --robust`,
+# docs/benchmarks.md#short-keyword-lists-in-small-collections-issue-64-2026-12-08).
+SHORT_KEYWORD_N0 = 40.0
+STRONG_KEYWORD_S0 = 0.5
+
+
+def weighed(
+    weights: Mapping[str, float],
+    lists: Mapping[str, Sequence[Candidate]],
+    asked: int,
+    ceiling: float,
+    n0: float = SHORT_KEYWORD_N0,
+    s0: float = STRONG_KEYWORD_S0,
+) -> dict[str, float]:
+    """The weights, the keyword list's lowered when it holds fewer than the `asked` candidates
+    (there are no more: every chunk sharing a word with the question is in it) and its best
+    score is weak against `ceiling`. Only the keyword list's length says how much matched: the
+    vector list is as long as asked or as the collection. n0 0: the weights as given."""
+    weighted = dict(weights)
+    keyword = lists.get("keyword")
+    if keyword is None or n0 <= 0 or len(keyword) >= asked:
+        return weighted
+    n = len(keyword)
+    factor = n * (asked + n0) / ((n + n0) * asked)
+    if keyword and ceiling > 0 and s0 > 0:
+        factor = max(factor, min(1.0, keyword[0].score / (s0 * ceiling)))
+    weighted["keyword"] = weights.get("keyword", 0.0) * factor
+    return weighted
 
 
 def weighted_rrf(
