@@ -14,7 +14,8 @@ Method = Literal["rrf", "minmax", "zscore"]  # how hybrid search fuses its two l
 # A result's relevance band: strong (0.5 and above), moderate (0.3 and above), weak.
 Band = Literal["strong", "moderate", "weak"]
 
-QueryText = Annotated[str, msgspec.Meta(max_length=4000)]
+QUERY_LENGTH = 4000
+QueryText = Annotated[str, msgspec.Meta(max_length=QUERY_LENGTH)]
 TopK = Annotated[int, msgspec.Meta(ge=1, le=50)]
 Threshold = Annotated[float, msgspec.Meta(ge=0, le=1)]
 Weight = Annotated[float, msgspec.Meta(ge=0, le=100)]

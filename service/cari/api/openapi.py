@@ -26,7 +26,7 @@ from litestar.plugins import OpenAPISchemaPlugin
 from litestar.typing import FieldDefinition
 
 from cari.api import problems
-from cari.limits import MAX_JUDGED, MAX_OFFSET, NUL_FREE, Grade, bounds
+from cari.limits import MAX_JUDGED, MAX_OFFSET, NUL_FREE, QUERY_LENGTH, EfSearch, Grade, bounds
 from cari.schema.answer import EVENTS
 from cari.schema.catalog import FRACTION_BELOW, FRACTION_TEXT, PRICE_BELOW, PRICE_TEXT
 from cari.schema.consistency import HEADER, TOKEN_DESCRIPTION, TOKEN_PATTERN
@@ -189,9 +189,11 @@ _CLOSED = (
     "CollectionUpdate",
     "DocumentBatch",
     "DocumentIn",
+    "EfSearchTuneRequest",
     "EvalQuestion",
     "EvalRequest",
     "FinancingRateIn",
+    "FusionTuneRequest",
     "RelevanceScale",
     "SearchRequest",
     "Synonyms",
@@ -223,7 +225,8 @@ def state_rules(openapi: OpenAPI, embedders: list[str]) -> None:
     for name in ("SearchRequest", "AnswerRequest", "EvalQuestion"):
         _property(schemas[name], "query").pattern = NOT_BLANK
     _judged(_property(schemas["EvalQuestion"], "relevant"))
-    for name in ("SearchRequest", "AnswerRequest"):
+    _tuning(schemas["EfSearchTuneRequest"])
+    for name in ("SearchRequest", "AnswerRequest", "EfSearchTuneRequest"):
         filters = _property(schemas[name], "filters")
         for shape in filters.one_of or []:
             if isinstance(shape, Schema) and shape.type == OpenAPIType.OBJECT:
@@ -291,6 +294,21 @@ def state_rules(openapi: OpenAPI, embedders: list[str]) -> None:
     ):
         free = _property(schemas[name], field)
         free.property_names, free.additional_properties = _NUL_FREE, _ref("JsonValue")
+
+
+def _tuning(request: Schema) -> None:
+    """The bounds of an ef_search tuning's values and questions, which Litestar leaves out of
+    a list's items (and of a union)."""
+    least, greatest = bounds(EfSearch)
+    _property(request, "values").items = Schema(
+        type=OpenAPIType.INTEGER, minimum=least, maximum=greatest
+    )
+    questions = _property(request, "questions")
+    for shape in questions.one_of or []:
+        if isinstance(shape, Schema) and shape.type == OpenAPIType.ARRAY:
+            assert isinstance(shape.items, Schema)
+            shape.items.max_length = QUERY_LENGTH
+            shape.min_items, shape.max_items = questions.min_items, questions.max_items
 
 
 def _judged(relevant: Schema) -> None:

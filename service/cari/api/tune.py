@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
+import msgspec
 from litestar import post
 from litestar.openapi.spec import Example
 from litestar.params import Body
 
 from cari.api.auth import requires
-from cari.api.openapi import CollectionName, V1Operation
+from cari.api.openapi import CollectionName, DocumentedAs, V1Operation
 from cari.api.problems import responses
 from cari.api.state import AppState
+from cari.errors import InvalidInput
 from cari.schema.tune import EfSearchTuneRequest, EfSearchTuning, FusionTuneRequest, FusionTuning
 from cari.tune import ef_search, fusion
 from cari.tune.evaluate import judged
+
+
+def _integral(value: Any) -> Any:
+    """The body with each whole float (4.0) an int: JSON Schema's integers include them, and
+    msgspec's strict conversion, which keeps a 0 from passing for false, refuses them."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    return value
+
 
 SAMPLED = Example(
     summary="200 of the collection's chunks as questions, recall@10 of 0.99",
@@ -47,10 +62,11 @@ SAMPLED = Example(
 async def tune_ef_search(
     state: AppState,
     collection: CollectionName,
-    data: Annotated[EfSearchTuneRequest, Body(examples=[SAMPLED])],
+    data: Annotated[dict[str, Any], DocumentedAs(EfSearchTuneRequest), Body(examples=[SAMPLED])],
 ) -> EfSearchTuning:
     rt = state.runtime
-    return await ef_search.tune(rt.pool, collection, data, rt.embedders, rt.settings)
+    request = ef_search.request_from(_integral(data))
+    return await ef_search.tune(rt.pool, collection, request, rt.embedders, rt.settings)
 
 
 @post(
@@ -72,9 +88,20 @@ async def tune_ef_search(
     opt=requires("collections:manage"),
 )
 async def tune_fusion(
-    state: AppState, collection: CollectionName, data: Annotated[FusionTuneRequest, Body()]
+    state: AppState,
+    collection: CollectionName,
+    data: Annotated[dict[str, Any], DocumentedAs(FusionTuneRequest), Body()],
 ) -> FusionTuning:
     rt = state.runtime
+    try:  # strictly, as ef_search.request_from says why
+        request = msgspec.convert(_integral(data), FusionTuneRequest)
+    except msgspec.ValidationError as exc:
+        raise InvalidInput.from_msgspec(str(exc), "body") from None
     return await fusion.tune(
-        rt.searcher, rt.pool, collection, judged(data.questions), folds=data.folds, apply=data.apply
+        rt.searcher,
+        rt.pool,
+        collection,
+        judged(request.questions),
+        folds=request.folds,
+        apply=request.apply,
     )

@@ -76,16 +76,17 @@ def ef_search(
     except json.JSONDecodeError as exc:
         raise InvalidInput("--filter", f"is not JSON: {exc}") from None
     texts = [q.text for q in read_questions(questions)] if questions else None
-    request = tuning.request_from(
-        questions=texts,
-        sample=sample,
-        seed=seed,
-        k=k,
-        recall=recall,
-        values=measured,
-        filters=parsed,
-        apply=apply,
-    )
+    given = {
+        "questions": texts,
+        "sample": sample,
+        "seed": seed,
+        "k": k,
+        "recall": recall,
+        "values": measured,
+        "filters": parsed,
+        "apply": apply,
+    }
+    request = tuning.request_from({name: v for name, v in given.items() if v is not None})
 
     async def work(rt: Runtime) -> EfSearchTuning:
         with _progress() as advance:
@@ -109,6 +110,11 @@ def ef_search(
 
 
 def _print(result: EfSearchTuning) -> None:
+    if not result.points:
+        click.echo(
+            f"{result.collection}: no embedded chunk (within the filters): nothing to measure"
+        )
+        return
     source = "sampled chunks" if result.questions_from == "sample" else "questions given"
     click.echo(
         f"{result.collection}: recall@{result.k} against the exact top {result.k} on "

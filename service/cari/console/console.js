@@ -445,6 +445,10 @@ async function tuneEfSearch() {
     showError(exc);
     return;
   }
+  if (!result.points.length) {
+    $("#tuning-note").textContent = "The collection has no embedded chunk yet: nothing to measure.";
+    return;
+  }
   const uses = `its searches use ${result.current} (${result.current_source === "collection" ? "its own" : "the server's"})`;
   $("#tuning-note").textContent = !result.points.some((p) => p.index_used)
     ? `PostgreSQL read this collection exactly at every ef_search: nothing to tune yet; ${uses}.`

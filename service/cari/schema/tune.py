@@ -7,13 +7,15 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from cari.limits import MAX_EVAL_QUESTIONS, EfSearch, Method, QueryText, TopK
+from cari.limits import EfSearch, Method, QueryText, TopK
 from cari.schema.evaluate import EvalQuestion
 
 # The ef_search values measured unless the request names its own: pgvector's default (40) and
 # Cari's (100) among them, up to where recall on most data has long stopped growing.
 EF_SEARCH_VALUES = (10, 20, 40, 60, 80, 100, 150, 200, 300, 400)
 MAX_TUNING_QUESTIONS = 1000
+# 28 searches a question: 300 are ~8,400 searches, a few minutes on 2 cores.
+MAX_FUSION_QUESTIONS = 300
 
 TuningQuestions = Annotated[
     list[QueryText],
@@ -50,19 +52,10 @@ class EfSearchTuneRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tr
     seed: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] = 0
     k: TopK = 10
     recall: RecallTarget = 0.99
-    values: (
-        Annotated[
-            list[EfSearch],
-            msgspec.Meta(
-                min_length=1,
-                max_length=20,
-                description="The ef_search values to measure; unset: "
-                + ", ".join(map(str, EF_SEARCH_VALUES))
-                + ".",
-            ),
-        ]
-        | None
-    ) = None
+    values: Annotated[
+        list[EfSearch],
+        msgspec.Meta(min_length=1, max_length=20, description="The ef_search values to measure."),
+    ] = msgspec.field(default_factory=lambda: list(EF_SEARCH_VALUES))
     filters: dict[str, Any] | None = None  # as a search's: recall within what they allow
     apply: bool = False  # store the recommendation as the collection's ef_search
 
@@ -89,6 +82,7 @@ class EfSearchTuning(msgspec.Struct):
     target: float
     filters: dict[str, Any] | None
     exact_p50_ms: float  # the exact scan recall is measured against, per question
+    # none when there is nothing to find: no embedded chunk (within the filters) to ask of
     points: list[EfSearchPoint]
     # The smallest value searched through the index that reaches the target; None: none did
     recommended: int | None
@@ -100,7 +94,7 @@ class EfSearchTuning(msgspec.Struct):
 
 class FusionTuneRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     questions: Annotated[
-        list[EvalQuestion], msgspec.Meta(min_length=2, max_length=MAX_EVAL_QUESTIONS)
+        list[EvalQuestion], msgspec.Meta(min_length=2, max_length=MAX_FUSION_QUESTIONS)
     ]
     folds: Annotated[
         int,
@@ -108,7 +102,7 @@ class FusionTuneRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
             ge=2,
             le=10,
             description="Cross-validation folds: each is scored with the configuration best "
-            "on the others.",
+            "on the others (at most one a question).",
         ),
     ] = 5
     apply: bool = False  # store the best configuration, if its gain is beyond the noise
@@ -130,7 +124,7 @@ class Scored(msgspec.Struct):
 class FusionTuning(msgspec.Struct, kw_only=True):
     collection: str
     questions: int
-    folds: int
+    folds: int  # as many as asked, or one a question if fewer
     defaults: Scored
     best: list[Scored]  # the configurations best on all the questions, best first
     # The cross-validated gain in nDCG@10 over the defaults, and its 95 % bootstrap interval.

@@ -23,7 +23,7 @@ after one unrecorded pass at the largest ef_search has read the index into memor
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -37,8 +37,9 @@ from cari.db.queries import query
 from cari.db.vector_space import space
 from cari.embed import Embedders
 from cari.errors import InvalidInput, NotFound
+from cari.limits import refuse_nul
 from cari.schema.collections import CollectionUpdate
-from cari.schema.tune import EF_SEARCH_VALUES, EfSearchPoint, EfSearchTuneRequest, EfSearchTuning
+from cari.schema.tune import EfSearchPoint, EfSearchTuneRequest, EfSearchTuning
 from cari.search.filters import compile_filters
 from cari.search.fit import pseudo_questions
 from cari.settings import Settings
@@ -57,7 +58,7 @@ async def tune(
     settings: Settings,
     progress: Progress | None = None,
 ) -> EfSearchTuning:
-    values = sorted(set(request.values or EF_SEARCH_VALUES))
+    values = sorted(set(request.values))
     filters, filter_params = compile_filters(request.filters)
     async with pool.connection() as conn:
         cur = await conn.execute(query("tune_target"), {"name": name})
@@ -77,11 +78,10 @@ async def tune(
                 [f"{title}\n{content}" for title, content in await cur.fetchall()],
                 count=request.sample,
             )
-            if not texts:
-                raise InvalidInput(
-                    "sample", "the collection has no embedded chunk (within the filters) to ask of"
-                )
-        questions = [np.asarray(v, dtype=np.float32) for v in await embedder.embed_queries(texts)]
+        questions = [
+            np.asarray(v, dtype=np.float32)
+            for v in (await embedder.embed_queries(texts) if texts else [])
+        ]
         statement = vectors.statement("search_vector", filters=filters, alias=sql.Identifier("c"))
         index = vectors.index_name("chunks")
         async with conn.transaction():
@@ -110,9 +110,12 @@ async def tune(
             await conn.execute(query("tune_index_scans"), {"scans": "off"})
             exact, exact_ms = await each(None)
             await conn.execute(query("tune_index_scans"), {"scans": "on"})
-            await each(values[-1])  # reads the index into memory: not recorded
+            # Nothing to find (no chunk, or none within the filters): no point to measure.
+            measured = values if any(exact) else []
+            if measured:
+                await each(values[-1])  # reads the index into memory: not recorded
             points = []
-            for ef_search in values:
+            for ef_search in measured:
                 found, latencies = await each(ef_search)
                 used = await _uses_index(conn, statement, {**params, "vector": questions[0]}, index)
                 points.append(_point(ef_search, exact, found, latencies, used))
@@ -168,8 +171,6 @@ def _point(
     index_used: bool,
 ) -> EfSearchPoint:
     recalls = [_recall(a, e) for a, e in zip(found, exact, strict=True) if e]
-    if not recalls:
-        raise InvalidInput("questions", "the collection has no chunk to find for them")
     recall, low, high = mean_interval(recalls)
     p50, p95 = np.percentile(latencies, [50, 95])
     return EfSearchPoint(
@@ -191,11 +192,12 @@ def _recall(found: Ranked, exact: Ranked) -> float:
     return min(len(exact), sum(1 for _, score in found if score >= kth)) / len(exact)
 
 
-def request_from(**given: Any) -> EfSearchTuneRequest:
-    """A request from the command line's options, validated as the HTTP body is."""
+def request_from(given: Mapping[str, Any]) -> EfSearchTuneRequest:
+    """A request from an HTTP body or the command line's options, validated strictly (a JSON
+    0 is no `false`, as Litestar's own conversion of a body would take it)."""
     try:
-        return msgspec.convert(
-            {k: v for k, v in given.items() if v is not None}, EfSearchTuneRequest
-        )
+        request = msgspec.convert(given, EfSearchTuneRequest)
     except msgspec.ValidationError as exc:
-        raise InvalidInput("options", str(exc)) from None
+        raise InvalidInput.from_msgspec(str(exc), "body") from None
+    refuse_nul("questions", request.questions)
+    return request

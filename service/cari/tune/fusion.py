@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from cari import collection
-from cari.errors import InvalidInput
 from cari.limits import Method
 from cari.schema.collections import CollectionUpdate
 from cari.schema.search import SearchRequest
@@ -50,20 +49,19 @@ async def tune(
     apply: bool,
     progress: Callable[[int, int], None] | None = None,
 ) -> FusionTuning:
-    if len(questions) < folds:
-        raise InvalidInput("questions", f"{len(questions)} judged, fewer than the {folds} folds")
+    folds = min(folds, len(questions))  # fewer questions than folds: one question a fold
     configs: list[FusionConfig | None] = [None]  # None: the collection's defaults
     configs += [FusionConfig(method, share) for method in METHODS for share in SHARES]
     scores: list[list[float]] = []  # per configuration, per question: nDCG@10
-    total = len(configs) * len(questions)
+    texts = list(dict.fromkeys(q.text for q in questions))  # each searched once a configuration
+    total = len(configs) * len(texts)
     for index, config in enumerate(configs):
-        per_question = []
-        for number, question in enumerate(questions, 1):
-            response = await searcher.search(name, _request(question.text, config))
-            per_question.append(ndcg_at(document_ranking(response), question.relevant, CUT))
+        rankings = {}
+        for number, text in enumerate(texts, 1):
+            rankings[text] = document_ranking(await searcher.search(name, _request(text, config)))
             if progress is not None:
-                progress(index * len(questions) + number, total)
-        scores.append(per_question)
+                progress(index * len(texts) + number, total)
+        scores.append([ndcg_at(rankings[q.text], q.relevant, CUT) for q in questions])
     defaults, tried = scores[0], scores[1:]
     held_out = _cross_validated(tried, folds)
     gain = mean_interval([h - d for h, d in zip(held_out, defaults, strict=True)])
