@@ -131,7 +131,10 @@ async def rebuild_keyword_index(conn: Conn, name: str) -> None:
 
 async def keyword_index_differences(conn: Conn, name: str) -> dict[str, int]:
     """What a full recount finds different in the collection's BM25 postings and statistics."""
-    await get(conn, name)
+    # Its id alone: a database migrated down to an older schema is checked too.
+    cur = await conn.execute(query("collection_ref"), {"name": name})
+    if await cur.fetchone() is None:
+        raise NotFound(f"collection '{name}' does not exist")
     cur = await conn.execute(query("bm25_check"), {"name": name})
     return {str(kind): int(count) for kind, count in await cur.fetchall()}
 
