@@ -128,6 +128,16 @@ def test_indonesian_question_finds_english_passage(shop: TestClient[Any]) -> Non
     assert ids(search(shop, "shop", query="cara memasak nasi goreng"))[0] == "recipe"
 
 
+def test_explain_shows_a_weak_short_keyword_list_weighing_less(shop: TestClient[Any]) -> None:
+    """One of two words found once, in one of seven documents: the keyword list is short and
+    its match weak, so it was fused at less than its planned weight; the vector side's stays."""
+    explain = search(shop, "shop", query="morning battery", explain=True)["explain"]
+    fused = explain["sub_queries"][0]["weights"]
+    assert explain["sub_queries"][0]["candidates"]["keyword"] < 7
+    assert fused["vector"] == explain["weights"]["vector"]
+    assert 0 < fused["keyword"] < explain["weights"]["keyword"]
+
+
 def test_explain_reports_plan_and_timings(shop: TestClient[Any]) -> None:
     response = search(shop, "shop", query="water pump seal", explain=True, ef_search=77, top_k=3)
     explain = response["explain"]

@@ -158,6 +158,9 @@ class SubQueryExplain(msgspec.Struct):
     # Damaged blocks of the keyword index its keyword search met (each named with what is
     # wrong): its keyword results were read from the chunks' own words instead, the same scores.
     keyword_damaged_blocks: list[str] | None = None
+    # The weights its lists were fused with: the plan's, the keyword weight lowered for a short
+    # list of weak matches (cari.search.fusion.weighed); null where nothing was fused.
+    weights: dict[str, float] | None = None
 
 
 class Explain(msgspec.Struct, kw_only=True):

@@ -445,8 +445,8 @@ class Searcher:
                 part.lists[name] = outcome
 
         with _stage(part.timings, "fuse"):
-            weights = weighed(plan.weights, part.lists, plan.candidates, part.keyword_ceiling)
-            head = fuse(part.lists, weights, plan.method, plan.rrf_k, plan.depth)
+            part.weights = weighed(plan.weights, part.lists, plan.candidates, part.keyword_ceiling)
+            head = fuse(part.lists, part.weights, plan.method, plan.rrf_k, plan.depth)
         async with pool.connection() as conn:
             part.evidence = await _timed(
                 part.timings,

@@ -108,4 +108,5 @@ def _part(part: Part, plan: Plan, default_scale: relevance.Scale) -> SubQueryExp
         timings_ms={k: round(v, 3) for k, v in part.timings.items()},
         embedded_query=part.embedded,
         keyword_damaged_blocks=[str(block) for block in part.damaged] or None,
+        weights=None if part.weights is None else {k: round(v, 4) for k, v in part.weights.items()},
     )

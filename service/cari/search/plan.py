@@ -168,6 +168,7 @@ class Part:
     applied_ef: str | None = None
     postings_read: int | None = None
     keyword_ceiling: float = 0.0  # what its keyword search could score at best (bm25)
+    weights: dict[str, float] | None = None  # what its lists were fused with
     damaged: tuple[DamagedBlock, ...] = ()  # of the keyword index, met by its keyword search
     lexemes: Lexemes = field(default_factory=Lexemes)  # what it looked for
     routing: Routing | None = None
