@@ -4,18 +4,17 @@
 
 On the full sets every keyword list is ~100 deep; in a collection of a few dozen documents it is
 short, and its matches may be a couple of common words. For each judged split (TyDi dev and
-test, the others' test), `--questions` judged questions are drawn (bench.threshold_small's
-seed) and taken in groups of `--group`; each group becomes a collection of its own, built as
+test, the others' test), `--questions` judged questions are drawn (bench.threshold_small's seed)
+and taken in groups of `--group`; each group becomes a collection of its own, built as
 bench.threshold_small builds one (the document judged most relevant to each question, then
-random others of the set up to `--size`, drawn with the same seed for every group: TyDi's
-groups share theirs, the other sets' mostly differ), ingested through the real path. Each question is
+random others of the set up to `--size`, drawn with the same seed for every group: TyDi's groups
+share theirs, the other sets' mostly differ), ingested through the real path. Each question is
 searched in its group's collection as bench.quality's `search_runs` searches (the searcher,
 threshold 0, 100 candidates), and its keyword and vector lists are written to
 `bench/.cache/runs/<dataset>-<split>-small.json` with the documents its collection holds (only
 those can be found: the judgements are cut to them) and its BM25 ceiling (what the keyword
 statement returns as `ceiling`). With `--full`, each set's whole corpus is ingested instead (as
-bench.quality does) and only the ceilings are computed, added to `<dataset>-<split>.json`.
-"""
+bench.quality does) and only the ceilings are computed, added to `<dataset>-<split>.json`."""
 
 from __future__ import annotations
 
