@@ -455,7 +455,8 @@ def test_the_pool_sessions_carry_the_hnsw_settings(dsn: str, fake: FakeOpenAI) -
         assert default.json()["explain"]["ef_search"]["applied"] == "100"
         own = client.post("/v1/collections/cars/search", json={**body, "ef_search": 33})
         assert own.status_code == 200, own.text
-        assert own.json()["explain"]["ef_search"] == {"requested": 33, "applied": "33"}
+        explained = own.json()["explain"]["ef_search"]
+        assert explained == {"requested": 33, "applied": "33", "source": "request"}
         assert client.blocking_portal.call(_session_settings, pool) == ("100", "strict_order")
 
 
