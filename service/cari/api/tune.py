@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import msgspec
 from litestar import post
 from litestar.openapi.spec import Example
 from litestar.params import Body
@@ -13,23 +12,10 @@ from cari.api.auth import requires
 from cari.api.openapi import CollectionName, DocumentedAs, V1Operation
 from cari.api.problems import responses
 from cari.api.state import AppState
-from cari.errors import InvalidInput
 from cari.schema.tune import EfSearchTuneRequest, EfSearchTuning, FusionTuneRequest, FusionTuning
 from cari.tune import ef_search, fusion
 from cari.tune.evaluate import judged
-
-
-def _integral(value: Any) -> Any:
-    """The body with each whole float (4.0) an int: JSON Schema's integers include them, and
-    msgspec's strict conversion, which keeps a 0 from passing for false, refuses them."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {key: _integral(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_integral(item) for item in value]
-    return value
-
+from cari.tune.requests import strictly
 
 SAMPLED = Example(
     summary="200 of the collection's chunks as questions, recall@10 of 0.99",
@@ -65,7 +51,7 @@ async def tune_ef_search(
     data: Annotated[dict[str, Any], DocumentedAs(EfSearchTuneRequest), Body(examples=[SAMPLED])],
 ) -> EfSearchTuning:
     rt = state.runtime
-    request = ef_search.request_from(_integral(data))
+    request = strictly(data, EfSearchTuneRequest)
     return await ef_search.tune(rt.pool, collection, request, rt.embedders, rt.settings)
 
 
@@ -93,10 +79,7 @@ async def tune_fusion(
     data: Annotated[dict[str, Any], DocumentedAs(FusionTuneRequest), Body()],
 ) -> FusionTuning:
     rt = state.runtime
-    try:  # strictly, as ef_search.request_from says why
-        request = msgspec.convert(_integral(data), FusionTuneRequest)
-    except msgspec.ValidationError as exc:
-        raise InvalidInput.from_msgspec(str(exc), "body") from None
+    request = strictly(data, FusionTuneRequest)
     return await fusion.tune(
         rt.searcher,
         rt.pool,

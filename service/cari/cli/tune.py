@@ -64,8 +64,10 @@ def ef_search(
     as_json: bool,
 ) -> None:
     from cari.errors import InvalidInput
+    from cari.schema.tune import EfSearchTuneRequest
     from cari.tune import ef_search as tuning
     from cari.tune.questions import read_questions
+    from cari.tune.requests import strictly
 
     try:
         measured = [int(v) for v in values.split(",")] if values else None
@@ -86,7 +88,7 @@ def ef_search(
         "filters": parsed,
         "apply": apply,
     }
-    request = tuning.request_from({name: v for name, v in given.items() if v is not None})
+    request = strictly({name: v for name, v in given.items() if v is not None}, EfSearchTuneRequest)
 
     async def work(rt: Runtime) -> EfSearchTuning:
         with _progress() as advance:

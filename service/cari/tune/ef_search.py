@@ -23,10 +23,9 @@ after one unrecorded pass at the largest ef_search has read the index into memor
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import msgspec
 import numpy as np
 import psycopg
 from psycopg import sql
@@ -36,7 +35,7 @@ from cari import collection
 from cari.db.queries import query
 from cari.db.vector_space import space
 from cari.embed import Embedders
-from cari.errors import InvalidInput, NotFound
+from cari.errors import NotFound
 from cari.limits import refuse_nul
 from cari.schema.collections import CollectionUpdate
 from cari.schema.tune import EfSearchPoint, EfSearchTuneRequest, EfSearchTuning
@@ -58,6 +57,7 @@ async def tune(
     settings: Settings,
     progress: Progress | None = None,
 ) -> EfSearchTuning:
+    refuse_nul("questions", request.questions)
     values = sorted(set(request.values))
     filters, filter_params = compile_filters(request.filters)
     async with pool.connection() as conn:
@@ -190,14 +190,3 @@ def _recall(found: Ranked, exact: Ranked) -> float:
     them than the sort's tie order (the 1e-6 absorbs float rounding between the two plans)."""
     kth = exact[-1][1] - 1e-6
     return min(len(exact), sum(1 for _, score in found if score >= kth)) / len(exact)
-
-
-def request_from(given: Mapping[str, Any]) -> EfSearchTuneRequest:
-    """A request from an HTTP body or the command line's options, validated strictly (a JSON
-    0 is no `false`, as Litestar's own conversion of a body would take it)."""
-    try:
-        request = msgspec.convert(given, EfSearchTuneRequest)
-    except msgspec.ValidationError as exc:
-        raise InvalidInput.from_msgspec(str(exc), "body") from None
-    refuse_nul("questions", request.questions)
-    return request
